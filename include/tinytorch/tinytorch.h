@@ -1,0 +1,290 @@
+/*
+ * tinytorch.h -- the C API of libtinytorch, and its manual.
+ *
+ * libtinytorch is the native runtime of TinyTorch: aligned, reference-counted
+ * storage; tensor descriptors (dtype, shape, strides, offset) over that storage;
+ * CPU feature detection with a run-time choice of instruction set; and the
+ * kernels the Python package calls through ctypes (GEMM, fused bias + GELU).
+ * Python owns autograd; this library owns memory and arithmetic.
+ *
+ * Conventions
+ *   - Every fallible function returns a tt_status. TT_OK is 0. On any other
+ *     status, tt_last_error() returns a message for the calling thread that
+ *     names the argument and the values ("tt_sgemm: lda=3 is smaller than K=4").
+ *     The library never calls abort() or exit() and never throws across the ABI.
+ *   - Sizes, strides and offsets are int64_t, counted in elements (not bytes)
+ *     unless the name says bytes. Size arithmetic is overflow-checked.
+ *   - Opaque handles end in _t. Constructors are tt_<noun>_create, destructors
+ *     tt_<noun>_free (or _release for reference-counted storage). A freed handle
+ *     passed back in is detected and refused with TT_ERR_INVALID_HANDLE: the
+ *     library keeps a registry of live handles and never dereferences one it
+ *     does not know.
+ *   - Matrices are row-major. Buffers passed to kernels are plain pointers; the
+ *     caller keeps them alive for the duration of the call.
+ *
+ * Example (link with -ltinytorch, or find_package(tinytorch) / pkg-config tinytorch):
+ *
+ *     #include <tinytorch/tinytorch.h>
+ *     float A[2*3] = {1,2,3,4,5,6}, B[3*2] = {1,0,0,1,1,1}, C[2*2];
+ *     if (tt_sgemm(0, 0, 2, 2, 3, 1.0f, A, 3, B, 2, 0.0f, C, 2) != TT_OK)
+ *         fprintf(stderr, "gemm failed: %s\n", tt_last_error());
+ *     // C = {4, 5, 10, 11}
+ */
+#ifndef TINYTORCH_H
+#define TINYTORCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  if defined(TT_BUILDING_LIBRARY)
+#    define TT_API __declspec(dllexport)
+#  else
+#    define TT_API __declspec(dllimport)
+#  endif
+#else
+#  define TT_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status and errors                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tt_status {
+    TT_OK = 0,
+    TT_ERR_NULL_POINTER = 1,     /* a required pointer argument was NULL            */
+    TT_ERR_INVALID_ARGUMENT = 2, /* a value is out of its allowed range             */
+    TT_ERR_SHAPE_MISMATCH = 3,   /* sizes of two arguments do not agree             */
+    TT_ERR_OVERFLOW = 4,         /* a size computation would overflow int64/size_t  */
+    TT_ERR_OUT_OF_MEMORY = 5,    /* the allocator returned NULL                     */
+    TT_ERR_UNSUPPORTED = 6,      /* dtype, ISA or feature not available             */
+    TT_ERR_INVALID_HANDLE = 7,   /* handle is unknown: never created, or freed      */
+    TT_ERR_INTERNAL = 8          /* a bug in the library: please report it          */
+} tt_status;
+
+/* Name of a status ("TT_OK", "TT_ERR_SHAPE_MISMATCH", ...). Never NULL. */
+TT_API const char *tt_status_string(tt_status status);
+
+/* Message describing the most recent failure on the calling thread ("" if
+ * none). The pointer stays valid until the next tinytorch call on this thread. */
+TT_API const char *tt_last_error(void);
+
+/* Forget the calling thread's last error message. */
+TT_API void tt_clear_error(void);
+
+/* Library version, "MAJOR.MINOR.PATCH". */
+TT_API const char *tt_version(void);
+
+/* One-line JSON object describing the build and the running machine:
+ *   {"version": ..., "compiler": ..., "build_type": ..., "isas_compiled": [...],
+ *    "isa_detected": [...], "isa_best": ..., "isa_active": ..., "openmp": true|false,
+ *    "threads": N, "max_threads": N}
+ * The string is rebuilt on each call; it stays valid until the next call on this thread. */
+TT_API const char *tt_build_info(void);
+
+/* ------------------------------------------------------------------------ */
+/* CPU features, instruction-set choice and threads                        */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tt_isa {
+    TT_ISA_SCALAR = 0, /* portable C++ reference kernels: always available    */
+    TT_ISA_AVX2 = 1,   /* x86-64 AVX2 + FMA                                    */
+    TT_ISA_AVX512 = 2, /* x86-64 AVX-512F (+ AVX2/FMA)                         */
+    TT_ISA_NEON = 3    /* AArch64 Advanced SIMD                                */
+} tt_isa;
+
+/* "scalar", "avx2", "avx512", "neon"; "unknown" for anything else. */
+TT_API const char *tt_isa_name(tt_isa isa);
+
+/* 1 if this build contains kernels for isa, else 0. */
+TT_API int tt_isa_compiled(tt_isa isa);
+
+/* 1 if the running CPU (and OS, for register state) supports isa, else 0. */
+TT_API int tt_isa_supported(tt_isa isa);
+
+/* The instruction set kernels use now. At load time it is the best one that is
+ * both compiled and supported, or the one named by the environment variable
+ * TINYTORCH_ISA=scalar|avx2|avx512|neon. If TINYTORCH_ISA names an ISA the CPU
+ * lacks, the library stays on the best safe ISA and records the refusal, which
+ * tt_isa_env_error() returns. */
+TT_API tt_isa tt_isa_active(void);
+
+/* Choose the ISA for all later kernel calls. Refuses (TT_ERR_UNSUPPORTED, with a
+ * message) an ISA that is not compiled in or that the CPU lacks: the library
+ * never executes an instruction the CPU does not have. */
+TT_API tt_status tt_set_isa(tt_isa isa);
+
+/* Parse "scalar", "avx2", "avx512" or "neon" (case-insensitive). */
+TT_API tt_status tt_isa_from_name(const char *name, tt_isa *out);
+
+/* Message explaining why TINYTORCH_ISA was refused at load time, or "" if it
+ * was honoured or not set. */
+TT_API const char *tt_isa_env_error(void);
+
+/* Threads used by kernels (OpenMP). n >= 1. The default is OMP_NUM_THREADS
+ * when set, else the number of processors. Without OpenMP it is always 1. */
+TT_API tt_status tt_set_num_threads(int n);
+TT_API int tt_get_num_threads(void);
+
+/* ------------------------------------------------------------------------ */
+/* Storage: 64-byte aligned, reference-counted buffers                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct tt_storage tt_storage_t;
+
+/* Allocate nbytes (>= 0) of zeroed memory aligned to TT_ALIGNMENT bytes, with a
+ * reference count of 1. nbytes == 0 gives a valid storage with a non-NULL,
+ * aligned data pointer that must not be dereferenced. */
+#define TT_ALIGNMENT 64
+TT_API tt_status tt_storage_create(int64_t nbytes, tt_storage_t **out);
+
+/* Add / drop one reference. The memory is freed when the count reaches 0;
+ * after that the handle is invalid. */
+TT_API tt_status tt_storage_retain(tt_storage_t *storage);
+TT_API tt_status tt_storage_release(tt_storage_t *storage);
+
+TT_API tt_status tt_storage_data(const tt_storage_t *storage, void **out);
+TT_API tt_status tt_storage_nbytes(const tt_storage_t *storage, int64_t *out);
+TT_API tt_status tt_storage_refcount(const tt_storage_t *storage, int64_t *out);
+
+/* Process-wide counters over storage allocations (thread-safe). */
+typedef struct tt_memory_stats {
+    int64_t bytes_in_use;  /* bytes held by live storages                 */
+    int64_t peak_bytes;    /* maximum of bytes_in_use since the last reset */
+    int64_t allocations;   /* storages created since the process started  */
+    int64_t frees;         /* storages freed since the process started    */
+} tt_memory_stats;
+
+TT_API tt_status tt_memory_stats_get(tt_memory_stats *out);
+
+/* Set peak_bytes to the current bytes_in_use. */
+TT_API void tt_memory_reset_peak(void);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor descriptors                                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef enum tt_dtype {
+    TT_F32 = 0,
+    TT_F64 = 1,
+    TT_F16 = 2,
+    TT_I32 = 3,
+    TT_I64 = 4
+} tt_dtype;
+
+#define TT_MAX_DIMS 8
+
+typedef struct tt_tensor tt_tensor_t;
+
+/* Bytes per element of dtype (0 for an unknown dtype). */
+TT_API int64_t tt_dtype_size(tt_dtype dtype);
+TT_API const char *tt_dtype_name(tt_dtype dtype);
+
+/* New contiguous, zero-filled tensor with its own storage.
+ * 0 <= ndim <= TT_MAX_DIMS; every shape[i] >= 0; shape may be NULL when ndim == 0. */
+TT_API tt_status tt_tensor_create(tt_dtype dtype, int ndim, const int64_t *shape,
+                                  tt_tensor_t **out);
+
+/* Descriptor over existing storage (the storage gains a reference).
+ * strides == NULL means contiguous row-major. Every element the descriptor can
+ * address must lie inside the storage, else TT_ERR_INVALID_ARGUMENT.
+ * Negative strides are not supported. */
+TT_API tt_status tt_tensor_from_storage(tt_storage_t *storage, tt_dtype dtype, int ndim,
+                                        const int64_t *shape, const int64_t *strides,
+                                        int64_t offset, tt_tensor_t **out);
+
+/* Views share storage and never copy. */
+/* Reshape: the element count must match, and the source must be contiguous. */
+TT_API tt_status tt_tensor_reshape(const tt_tensor_t *t, int ndim, const int64_t *shape,
+                                   tt_tensor_t **out);
+/* Swap two dimensions. */
+TT_API tt_status tt_tensor_transpose(const tt_tensor_t *t, int dim0, int dim1,
+                                     tt_tensor_t **out);
+/* Python-style slice start:stop:step of one dimension, 0 <= start <= stop <= size,
+ * step >= 1 (bounds are not clamped: out of range is an error). */
+TT_API tt_status tt_tensor_slice(const tt_tensor_t *t, int dim, int64_t start, int64_t stop,
+                                 int64_t step, tt_tensor_t **out);
+
+/* Free a descriptor (drops its storage reference). NULL is accepted and ignored. */
+TT_API tt_status tt_tensor_free(tt_tensor_t *t);
+
+TT_API tt_status tt_tensor_is_contiguous(const tt_tensor_t *t, int *out);
+TT_API tt_status tt_tensor_ndim(const tt_tensor_t *t, int *out);
+TT_API tt_status tt_tensor_dtype(const tt_tensor_t *t, tt_dtype *out);
+/* Copy ndim values into out (the caller provides TT_MAX_DIMS slots is always safe). */
+TT_API tt_status tt_tensor_shape(const tt_tensor_t *t, int64_t *out);
+TT_API tt_status tt_tensor_strides(const tt_tensor_t *t, int64_t *out);
+TT_API tt_status tt_tensor_offset(const tt_tensor_t *t, int64_t *out);
+TT_API tt_status tt_tensor_numel(const tt_tensor_t *t, int64_t *out);
+/* Address of element [0, 0, ...] (storage data + offset * itemsize). */
+TT_API tt_status tt_tensor_data(const tt_tensor_t *t, void **out);
+TT_API tt_status tt_tensor_storage(const tt_tensor_t *t, tt_storage_t **out);
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Single-precision GEMM, BLAS semantics on row-major matrices:
+ *   C = alpha * op(A) @ op(B) + beta * C
+ * op(A) is M x K: A is stored M x K (lda >= K) when transA == 0, or K x M
+ * (lda >= M) when transA != 0. op(B) is K x N: B is K x N (ldb >= N) or N x K
+ * (ldb >= K). C is M x N with ldc >= N. When beta == 0, C is not read (NaN in
+ * C does not propagate). M, N or K == 0 is valid (K == 0 scales C by beta).
+ * Pointers may be NULL only when the matrix they describe has no elements.
+ * Uses the active ISA and the configured thread count. */
+TT_API tt_status tt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                          float alpha, const float *A, int64_t lda,
+                          const float *B, int64_t ldb,
+                          float beta, float *C, int64_t ldc);
+
+/* The portable triple-loop reference with the same contract, single-threaded,
+ * accumulating in float. Tests compare the fast path against it. */
+TT_API tt_status tt_sgemm_reference(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                                    float alpha, const float *A, int64_t lda,
+                                    const float *B, int64_t ldb,
+                                    float beta, float *C, int64_t ldc);
+
+/* batch independent GEMMs; matrix i uses A + i*strideA, B + i*strideB,
+ * C + i*strideC (strides in elements, >= 0; the C matrices must not overlap). */
+TT_API tt_status tt_sgemm_strided_batched(int transA, int transB, int64_t M, int64_t N,
+                                          int64_t K, float alpha,
+                                          const float *A, int64_t lda, int64_t strideA,
+                                          const float *B, int64_t ldb, int64_t strideB,
+                                          float beta, float *C, int64_t ldc, int64_t strideC,
+                                          int64_t batch);
+
+/* Fused bias + GELU, tanh approximation:
+ *   u = x + bias[j]      (bias may be NULL: u = x)
+ *   y = 0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3)))
+ * x and y are rows x cols, contiguous (y may equal x); bias has cols entries. */
+TT_API tt_status tt_bias_gelu_forward(const float *x, const float *bias, float *y,
+                                      int64_t rows, int64_t cols);
+
+/* Backward of the above: grad_x = grad_y * gelu'(u);
+ * grad_bias[j] = sum over rows of grad_x[:, j] (grad_bias may be NULL; it is
+ * overwritten, not accumulated). grad_x may equal grad_y. */
+TT_API tt_status tt_bias_gelu_backward(const float *x, const float *bias, const float *grad_y,
+                                       float *grad_x, float *grad_bias,
+                                       int64_t rows, int64_t cols);
+
+/* Scalar double-precision-internal reference versions of the two above. */
+TT_API tt_status tt_bias_gelu_forward_reference(const float *x, const float *bias, float *y,
+                                                int64_t rows, int64_t cols);
+TT_API tt_status tt_bias_gelu_backward_reference(const float *x, const float *bias,
+                                                 const float *grad_y, float *grad_x,
+                                                 float *grad_bias, int64_t rows, int64_t cols);
+
+/* Name of the code path the calling thread's most recent kernel call took, e.g.
+ * "sgemm:avx2", "sgemm:reference", "bias_gelu_forward:avx512". Tests use it to
+ * prove the fast path ran. "" before any kernel call. */
+TT_API const char *tt_last_kernel_path(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TINYTORCH_H */

@@ -1,0 +1,65 @@
+"""TinyTorch: a small, readable deep-learning framework.
+
+The package is a thin Python layer (autograd, layers, optimizers, training, data,
+extensions) over libtinytorch, a native runtime with a plain C ABI reached
+through ctypes (see tinytorch.native). Importing it never fails for lack of the
+library: kernels then fall back to NumPy and `tinytorch info` says why.
+
+Top-level names are loaded lazily, so `import tinytorch` stays cheap:
+    Tensor, Function, no_grad, manual_seed      the core contracts
+    set_num_threads, get_num_threads            kernel threads
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+from . import native
+
+__version__ = "0.1.0"
+
+# name -> module that defines it (imported on first use)
+_LAZY = {
+    "Tensor": "tinytorch.core.tensor",
+    "Function": "tinytorch.core.autograd",
+    "no_grad": "tinytorch.core.autograd",
+    "is_grad_enabled": "tinytorch.core.autograd",
+    "gradcheck": "tinytorch.core.autograd",
+    "manual_seed": "tinytorch.core.random",
+    "get_rng_state": "tinytorch.core.random",
+    "set_rng_state": "tinytorch.core.random",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tinytorch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
+
+_fallback_threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or (os.cpu_count() or 1)
+
+
+def set_num_threads(n: int) -> None:
+    """Threads used by native kernels (default: OMP_NUM_THREADS when set, else all cores)."""
+    global _fallback_threads
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"set_num_threads: n must be a positive int, got {n!r}")
+    _fallback_threads = n
+    if native.available():
+        from . import _native
+        _native.check(_native.lib.tt_set_num_threads(n), "set_num_threads")
+
+
+def get_num_threads() -> int:
+    if native.available():
+        from . import _native
+        return int(_native.lib.tt_get_num_threads())
+    return _fallback_threads

@@ -1,0 +1,64 @@
+"""The `tinytorch` command (also `python -m tinytorch`).
+
+    tinytorch info     the runtime: version, library, ISAs, threads, back ends and why any is missing
+    tinytorch demo     a short training run of a small model on the bundled digits data
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+
+
+def cmd_info(args) -> int:
+    import platform
+
+    import numpy as np
+
+    from . import __version__, backends, get_num_threads, native
+
+    info = native.info()
+    rows = [("tinytorch", __version__), ("python", platform.python_version()),
+            ("numpy", np.__version__), ("machine", f"{platform.machine()} {platform.system()}")]
+    if info["available"]:
+        rows += [("runtime", f"libtinytorch {info['version']} ({info['build_type']}, {info['compiler']})"),
+                 ("library", info["library"]),
+                 ("ISAs compiled", ", ".join(info["isas_compiled"])),
+                 ("ISAs detected", ", ".join(info["isa_detected"])),
+                 ("ISA active", info["isa_active"] + (f"  ({info['isa_env_error']})" if info["isa_env_error"] else "")),
+                 ("OpenMP", "yes" if info["openmp"] else "no (kernels run on one thread)"),
+                 ("threads", f"{get_num_threads()} of {info['max_threads']}")]
+    else:
+        rows += [("runtime", "NOT LOADED: kernels fall back to NumPy"), ("reason", info["reason"])]
+    print("TinyTorch\n" + _table(rows))
+    print("\nAccelerator back ends")
+    brows = []
+    for name, (ok, detail) in backends.all_backends().items():
+        brows.append((name, ("yes  " if ok else "no   ") + detail))
+    print(_table(brows))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+    return run_demo(epochs=args.epochs, quiet=args.quiet)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tinytorch", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="show the runtime, ISAs, threads and back ends").set_defaults(fn=cmd_info)
+    demo = sub.add_parser("demo", help="train a small model on the bundled digits data")
+    demo.add_argument("--epochs", type=int, default=3)
+    demo.add_argument("--quiet", action="store_true")
+    demo.set_defaults(fn=cmd_demo)
+    args = parser.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""_native: the ctypes binding of libtinytorch (include/tinytorch/tinytorch.h).
+
+Owns: finding and loading the shared library, declaring argtypes/restype for
+every C function, and turning a non-OK tt_status into a Python exception that
+carries the library's own message (tt_last_error()).
+
+Where the library is looked for, in order:
+  1. the path in the environment variable TINYTORCH_LIB (and only there, if set);
+  2. beside this file (a regular install, or an editable build, which writes the
+     library into the source package folder);
+  3. importlib.resources.files("tinytorch"), which editable "redirect" installs resolve.
+
+Never raises on import: if the library is missing, is not a loadable library, or
+lacks a symbol, `lib` is None and `reason()` says why, so every caller can fall
+back to NumPy. Everything here is private; the public view is tinytorch.native.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+from ctypes import POINTER, c_char_p, c_float, c_int, c_int64, c_void_p
+
+import numpy as np
+
+# tt_status values (keep in sync with the header).
+TT_OK = 0
+STATUS_NAMES = {
+    0: "TT_OK", 1: "TT_ERR_NULL_POINTER", 2: "TT_ERR_INVALID_ARGUMENT", 3: "TT_ERR_SHAPE_MISMATCH",
+    4: "TT_ERR_OVERFLOW", 5: "TT_ERR_OUT_OF_MEMORY", 6: "TT_ERR_UNSUPPORTED",
+    7: "TT_ERR_INVALID_HANDLE", 8: "TT_ERR_INTERNAL",
+}
+ISA_NAMES = ("scalar", "avx2", "avx512", "neon")
+DTYPES = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2,
+          np.dtype(np.int32): 3, np.dtype(np.int64): 4}
+
+
+class MemoryStats(ctypes.Structure):
+    _fields_ = [("bytes_in_use", c_int64), ("peak_bytes", c_int64),
+                ("allocations", c_int64), ("frees", c_int64)]
+
+
+_f32p = POINTER(c_float)
+_i64p = POINTER(c_int64)
+_status = c_int
+
+# name: (restype, argtypes). Every exported function of tinytorch.h is declared here.
+PROTOTYPES = {
+    "tt_status_string": (c_char_p, [c_int]),
+    "tt_last_error": (c_char_p, []),
+    "tt_clear_error": (None, []),
+    "tt_version": (c_char_p, []),
+    "tt_build_info": (c_char_p, []),
+    "tt_isa_name": (c_char_p, [c_int]),
+    "tt_isa_compiled": (c_int, [c_int]),
+    "tt_isa_supported": (c_int, [c_int]),
+    "tt_isa_active": (c_int, []),
+    "tt_set_isa": (_status, [c_int]),
+    "tt_isa_from_name": (_status, [c_char_p, POINTER(c_int)]),
+    "tt_isa_env_error": (c_char_p, []),
+    "tt_set_num_threads": (_status, [c_int]),
+    "tt_get_num_threads": (c_int, []),
+    "tt_storage_create": (_status, [c_int64, POINTER(c_void_p)]),
+    "tt_storage_retain": (_status, [c_void_p]),
+    "tt_storage_release": (_status, [c_void_p]),
+    "tt_storage_data": (_status, [c_void_p, POINTER(c_void_p)]),
+    "tt_storage_nbytes": (_status, [c_void_p, _i64p]),
+    "tt_storage_refcount": (_status, [c_void_p, _i64p]),
+    "tt_memory_stats_get": (_status, [POINTER(MemoryStats)]),
+    "tt_memory_reset_peak": (None, []),
+    "tt_dtype_size": (c_int64, [c_int]),
+    "tt_dtype_name": (c_char_p, [c_int]),
+    "tt_tensor_create": (_status, [c_int, c_int, _i64p, POINTER(c_void_p)]),
+    "tt_tensor_from_storage": (_status, [c_void_p, c_int, c_int, _i64p, _i64p, c_int64,
+                                         POINTER(c_void_p)]),
+    "tt_tensor_reshape": (_status, [c_void_p, c_int, _i64p, POINTER(c_void_p)]),
+    "tt_tensor_transpose": (_status, [c_void_p, c_int, c_int, POINTER(c_void_p)]),
+    "tt_tensor_slice": (_status, [c_void_p, c_int, c_int64, c_int64, c_int64, POINTER(c_void_p)]),
+    "tt_tensor_free": (_status, [c_void_p]),
+    "tt_tensor_is_contiguous": (_status, [c_void_p, POINTER(c_int)]),
+    "tt_tensor_ndim": (_status, [c_void_p, POINTER(c_int)]),
+    "tt_tensor_dtype": (_status, [c_void_p, POINTER(c_int)]),
+    "tt_tensor_shape": (_status, [c_void_p, _i64p]),
+    "tt_tensor_strides": (_status, [c_void_p, _i64p]),
+    "tt_tensor_offset": (_status, [c_void_p, _i64p]),
+    "tt_tensor_numel": (_status, [c_void_p, _i64p]),
+    "tt_tensor_data": (_status, [c_void_p, POINTER(c_void_p)]),
+    "tt_tensor_storage": (_status, [c_void_p, POINTER(c_void_p)]),
+    "tt_sgemm": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _f32p, c_int64,
+                           _f32p, c_int64, c_float, _f32p, c_int64]),
+    "tt_sgemm_reference": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _f32p,
+                                     c_int64, _f32p, c_int64, c_float, _f32p, c_int64]),
+    "tt_sgemm_strided_batched": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float,
+                                           _f32p, c_int64, c_int64, _f32p, c_int64, c_int64,
+                                           c_float, _f32p, c_int64, c_int64, c_int64]),
+    "tt_bias_gelu_forward": (_status, [_f32p, _f32p, _f32p, c_int64, c_int64]),
+    "tt_bias_gelu_backward": (_status, [_f32p, _f32p, _f32p, _f32p, _f32p, c_int64, c_int64]),
+    "tt_bias_gelu_forward_reference": (_status, [_f32p, _f32p, _f32p, c_int64, c_int64]),
+    "tt_bias_gelu_backward_reference": (_status, [_f32p, _f32p, _f32p, _f32p, _f32p, c_int64,
+                                                  c_int64]),
+    "tt_last_kernel_path": (c_char_p, []),
+}
+
+# Optional symbols: declared when present (added by later parts of the runtime),
+# their absence does not make the library unavailable.
+OPTIONAL_PROTOTYPES: dict = {}
+
+lib = None          # the ctypes.CDLL, or None when unavailable
+_path = None        # where it was loaded from (or tried last)
+_reason = ""        # why lib is None ("" when loaded)
+
+
+def _library_names() -> list[str]:
+    if sys.platform == "darwin":
+        return ["libtinytorch.dylib"]
+    if sys.platform == "win32":
+        return ["tinytorch.dll", "libtinytorch.dll"]
+    return ["libtinytorch.so"]
+
+
+def _candidates() -> list[str]:
+    env = os.environ.get("TINYTORCH_LIB")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = [os.path.join(here, n) for n in _library_names()]
+    try:
+        from importlib.resources import files
+        pkg = files("tinytorch")
+        for n in _library_names():
+            p = str(pkg / n)
+            if p not in found:
+                found.append(p)
+    except Exception:  # resources may be unavailable in odd installs; beside-__file__ is enough
+        pass
+    return found
+
+
+def _declare(handle) -> str:
+    """Set argtypes/restype on every prototype; return the first missing symbol name or ''."""
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        try:
+            fn = getattr(handle, name)
+        except AttributeError:
+            return name
+        fn.restype = restype
+        fn.argtypes = argtypes
+    for name, (restype, argtypes) in OPTIONAL_PROTOTYPES.items():
+        fn = getattr(handle, name, None)
+        if fn is not None:
+            fn.restype = restype
+            fn.argtypes = argtypes
+    return ""
+
+
+def _load() -> None:
+    global lib, _path, _reason
+    tried = []
+    for path in _candidates():
+        _path = path
+        if not os.path.exists(path):
+            tried.append(f"{path}: no such file")
+            continue
+        try:
+            handle = ctypes.CDLL(path)
+        except OSError as exc:
+            tried.append(f"{path}: not a loadable library ({exc})")
+            continue
+        missing = _declare(handle)
+        if missing:
+            tried.append(f"{path}: built from an older or different runtime (symbol {missing} is missing)")
+            continue
+        lib = handle
+        _reason = ""
+        return
+    if os.environ.get("TINYTORCH_LIB"):
+        source = "TINYTORCH_LIB"
+    else:
+        source = "the package folder (build it with `pip install .` or `pip install -e .`)"
+    _reason = f"libtinytorch could not be loaded from {source}: " + "; ".join(tried)
+
+
+_load()
+
+
+def available() -> bool:
+    return lib is not None
+
+
+def reason() -> str:
+    """Why the library is unavailable ('' when it is loaded)."""
+    return _reason
+
+
+def library_path() -> str | None:
+    return _path if lib is not None else None
+
+
+def last_error() -> str:
+    return lib.tt_last_error().decode() if lib is not None else _reason
+
+
+def check(status: int, what: str = "") -> None:
+    """Raise the exception that matches a non-OK status, with the library's message."""
+    if status == TT_OK:
+        return
+    name = STATUS_NAMES.get(status, f"status {status}")
+    msg = f"{lib.tt_last_error().decode()} [{name}]"
+    if what:
+        msg = f"{what}: {msg}"
+    if status == 5:
+        raise MemoryError(msg)
+    if status in (6, 8):
+        raise RuntimeError(msg)
+    raise ValueError(msg)
+
+
+def require() -> ctypes.CDLL:
+    """The library, or RuntimeError naming why it is unavailable."""
+    if lib is None:
+        raise RuntimeError(_reason)
+    return lib
+
+
+def build_info() -> dict:
+    return json.loads(require().tt_build_info().decode())
+
+
+def set_isa(name: str) -> None:
+    handle = require()
+    isa = c_int()
+    check(handle.tt_isa_from_name(name.encode(), ctypes.byref(isa)), "set_isa")
+    check(handle.tt_set_isa(isa.value), "set_isa")
+
+
+def isa_active() -> str:
+    return require().tt_isa_name(require().tt_isa_active()).decode()
+
+
+def memory_stats() -> dict:
+    stats = MemoryStats()
+    check(require().tt_memory_stats_get(ctypes.byref(stats)))
+    return {f: getattr(stats, f) for f, _ in MemoryStats._fields_}
+
+
+def last_kernel_path() -> str:
+    return require().tt_last_kernel_path().decode()
+
+
+def f32_ptr(array: np.ndarray | None):
+    """A float* for a float32 array (None -> NULL). The caller keeps `array` alive."""
+    if array is None:
+        return None
+    if array.dtype != np.float32:
+        raise TypeError(f"expected a float32 array, got {array.dtype}")
+    return array.ctypes.data_as(_f32p)

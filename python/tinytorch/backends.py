@@ -1,0 +1,69 @@
+"""backends: which accelerator back ends exist on this machine, and why not when not.
+
+Each probe returns (available: bool, detail: str) and never raises or imports a
+heavy package: Triton is found with importlib.util.find_spec, CUDA by loading the
+driver library and asking for a device count, Metal by platform and by whether the
+runtime was built with it. `tinytorch info` prints these; extensions use them to
+choose a path at call time.
+"""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import sys
+
+from . import _native
+
+
+def simd_cpu() -> tuple[bool, str]:
+    if not _native.available():
+        return False, _native.reason()
+    info = _native.build_info()
+    detail = f"active ISA {info['isa_active']} (compiled: {', '.join(info['isas_compiled'])}; " \
+             f"CPU supports: {', '.join(info['isa_detected'])})"
+    if info.get("isa_env_error"):
+        detail += f"; {info['isa_env_error']}"
+    return True, detail
+
+
+def cuda() -> tuple[bool, str]:
+    names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
+    for name in names:
+        try:
+            driver = ctypes.CDLL(name)
+        except OSError:
+            continue
+        try:
+            if driver.cuInit(0) != 0:
+                return False, f"{name} loaded but cuInit failed (no usable GPU or driver mismatch)"
+            count = ctypes.c_int(0)
+            if driver.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+                return False, "the NVIDIA driver reports no CUDA device"
+            return True, f"{count.value} CUDA device(s)"
+        except AttributeError:
+            return False, f"{name} is not a CUDA driver library"
+    return False, "no NVIDIA driver on this machine (libcuda not found)"
+
+
+def triton() -> tuple[bool, str]:
+    if importlib.util.find_spec("triton") is None:
+        return False, "the triton package is not installed (pip install triton)"
+    gpu, why = cuda()
+    if not gpu:
+        return False, f"triton is installed but needs an NVIDIA GPU: {why} " \
+                      "(TRITON_INTERPRET=1 runs kernels on the CPU interpreter, slowly)"
+    return True, f"triton with {why}"
+
+
+def mps() -> tuple[bool, str]:
+    if sys.platform != "darwin":
+        return False, f"Apple Metal exists only on macOS (this is {sys.platform})"
+    if not _native.available():
+        return False, "the native runtime is not loaded: " + _native.reason()
+    if not hasattr(_native.lib, "tt_mps_available"):
+        return False, "this runtime was built without Metal (TT_METAL=OFF)"
+    return bool(_native.lib.tt_mps_available()), "Metal Performance Shaders"
+
+
+def all_backends() -> dict[str, tuple[bool, str]]:
+    return {"SIMD CPU": simd_cpu(), "Triton": triton(), "MPS": mps(), "CUDA": cuda()}

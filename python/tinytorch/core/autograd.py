@@ -1,0 +1,362 @@
+"""Autograd: the Function contract, the tape walk, grad mode and gradcheck.
+
+What this file owns
+  * ``Function``: the autograd extension point. A subclass defines exactly
+    ``forward(self, *arrays, **params)`` (NumPy arrays in, one NumPy array out) and
+    ``backward(self, grad_output)`` (one gradient or None per positional input).
+    ``Function.apply(*args, **params)`` unwraps Tensors to their ``.data``, passes any
+    other argument through untouched, runs ``forward`` and, when grad mode is on and an
+    input requires grad, records the call on the output Tensor (``out._ctx``).
+  * ``run_backward``: the engine behind ``Tensor.backward``. The tape is a DAG of
+    Function instances; it is sorted once in topological order (iteratively, so deep
+    graphs do not hit the recursion limit) and walked from the root, summing gradients
+    where a tensor is used twice. Gradients that were broadcast in forward are reduced
+    here, once, for every Function, so a Function may return a gradient in the shape
+    of its output.
+  * ``no_grad`` / ``enable_grad`` / ``set_grad_enabled`` / ``is_grad_enabled``.
+  * ``gradcheck(fn, *inputs)``: float64 central differences against backward.
+
+What it assumes
+  * ``backward`` never writes into ``grad_output`` or into arrays it saved, and returns
+    arrays that it does not keep (views are fine: the engine copies those before they
+    become a leaf's ``.grad``).
+  * Each Function produces one output.
+
+Design notes
+  * Per-op overhead matters (an MLP training step runs ~30 ops), so ``apply`` does one
+    pass over its arguments, the Tensor class uses ``__slots__`` and the engine only
+    reduces broadcasting when the shapes differ.
+  * After a backward without ``retain_graph`` every visited Function is released: its
+    instance ``__dict__`` (the saved arrays) is cleared and a second backward through
+    it raises a RuntimeError that says to pass ``retain_graph=True``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Function", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+           "run_backward", "gradcheck"]
+
+_grad_enabled = True
+_Tensor = None  # set by tensor.py once the Tensor class exists (the two modules import each other)
+
+
+def is_grad_enabled() -> bool:
+    """True when operations are being recorded for backward."""
+    return _grad_enabled
+
+
+class set_grad_enabled:
+    """Context manager (and decorator) that turns recording on or off."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+        self.prev = None
+
+    def __enter__(self):
+        global _grad_enabled
+        self.prev = _grad_enabled
+        _grad_enabled = self.mode
+        return self
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        _grad_enabled = self.prev
+        return False
+
+    def __call__(self, func):
+        mode = self.mode
+
+        def wrapper(*args, **kwargs):
+            with set_grad_enabled(mode):
+                return func(*args, **kwargs)
+        wrapper.__name__ = getattr(func, "__name__", "wrapper")
+        wrapper.__doc__ = getattr(func, "__doc__", None)
+        return wrapper
+
+
+class no_grad(set_grad_enabled):
+    """``with no_grad():`` runs operations without recording them (inference, updates)."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(set_grad_enabled):
+    """``with enable_grad():`` records operations even inside ``no_grad``."""
+
+    def __init__(self):
+        super().__init__(True)
+
+
+class Function:
+    """One differentiable operation. Subclass and define ``forward`` and ``backward``.
+
+    Example::
+
+        class Square(Function):
+            def forward(self, x):
+                self.x = x
+                return x * x
+            def backward(self, grad_output):
+                return 2.0 * self.x * grad_output
+
+        y = Square.apply(t)
+
+    Inside ``forward`` the tuple ``self.needs_input_grad`` says which inputs will
+    want a gradient (all False under ``no_grad``), so a Function can skip saving or
+    computing what nobody asks for.
+    """
+
+    # Engine bookkeeping lives in slots; anything a subclass saves goes in __dict__,
+    # which is what release() frees.
+    __slots__ = ("parents", "needs_input_grad", "_released", "__dict__", "__weakref__")
+
+    def forward(self, *arrays, **params):
+        raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
+
+    def backward(self, grad_output):
+        raise NotImplementedError(f"{type(self).__name__}.backward is not defined")
+
+    @classmethod
+    def apply(cls, *args, **params):
+        Tensor = _Tensor
+        fn = cls.__new__(cls)
+        arrays = []
+        needs = []
+        any_needs = False
+        for a in args:
+            if isinstance(a, Tensor):
+                arrays.append(a.data)
+                r = a.requires_grad
+                needs.append(r)
+                any_needs = any_needs or r
+            else:
+                arrays.append(a)
+                needs.append(False)
+        record = any_needs and _grad_enabled
+        fn.needs_input_grad = tuple(needs) if record else (False,) * len(needs)
+        fn._released = False
+        out = fn.forward(*arrays, **params)
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
+        if record:
+            fn.parents = args
+            return Tensor._make(out, True, fn)
+        return Tensor._make(out, False, None)
+
+    def release(self) -> None:
+        """Free what forward saved; a later backward through this node raises."""
+        self._released = True
+        d = getattr(self, "__dict__", None)
+        if d:
+            d.clear()
+
+
+def _unbroadcast(grad: np.ndarray, shape: tuple, who: str) -> np.ndarray:
+    """Sum ``grad`` down to ``shape`` (undo NumPy broadcasting)."""
+    if grad.shape == shape:
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra < 0:
+        if grad.size == int(np.prod(shape)):
+            return grad.reshape(shape)
+        raise ValueError(f"{who}.backward returned a gradient of shape {grad.shape} "
+                         f"for an input of shape {shape}")
+    axes = list(range(extra))
+    for i, n in enumerate(shape):
+        g = grad.shape[extra + i]
+        if n == 1 and g != 1:
+            axes.append(extra + i)
+        elif n != g:
+            raise ValueError(f"{who}.backward returned a gradient of shape {grad.shape} "
+                             f"that does not broadcast to the input shape {shape}")
+    if axes:
+        grad = grad.sum(axis=tuple(axes), keepdims=True)
+    return grad.reshape(shape)
+
+
+def _topological_order(root):
+    """Tensors reachable from root through recorded Functions, inputs before users."""
+    order = []
+    visited = set()
+    stack = [(root, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.append(t)
+            continue
+        if id(t) in visited:
+            continue
+        visited.add(id(t))
+        stack.append((t, True))
+        ctx = t._ctx
+        if ctx is not None:
+            for p, need in zip(ctx.parents, ctx.needs_input_grad):
+                if need and id(p) not in visited:
+                    stack.append((p, False))
+    return order
+
+
+def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
+    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
+    if not root.requires_grad:
+        raise RuntimeError("backward: the tensor does not require grad and has no grad_fn "
+                           "(was it computed under no_grad, or from tensors without requires_grad=True?)")
+    data = root.data
+    if gradient is None:
+        if data.size != 1:
+            raise ValueError(f"backward: grad can be implicitly created only for scalar outputs; "
+                             f"got shape {data.shape}: pass gradient= of that shape")
+        gradient = np.ones_like(data)
+    else:
+        if isinstance(gradient, _Tensor):
+            gradient = gradient.data
+        gradient = np.asarray(gradient, dtype=data.dtype)
+        if gradient.shape != data.shape:
+            raise ValueError(f"backward: gradient has shape {gradient.shape} but the tensor has "
+                             f"shape {data.shape}")
+        gradient = gradient.copy()  # never hand the caller's array to a leaf
+
+    order = _topological_order(root)
+    grads = {id(root): gradient}
+    stored = set()  # arrays already stored in some leaf's .grad during this pass
+    for t in reversed(order):
+        g = grads.pop(id(t), None)
+        if g is None:
+            continue
+        ctx = t._ctx
+        if ctx is None:
+            _accumulate_leaf(t, g, stored)
+            continue
+        if ctx._released:
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time ({type(ctx).__name__} was "
+                "already released). Pass retain_graph=True to the first backward if you need to "
+                "backward twice.")
+        in_grads = ctx.backward(g)
+        if type(in_grads) is not tuple:
+            in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
+        parents = ctx.parents
+        if len(in_grads) != len(parents):
+            raise ValueError(f"{type(ctx).__name__}.backward returned {len(in_grads)} gradients "
+                             f"for {len(parents)} inputs")
+        for p, need, pg in zip(parents, ctx.needs_input_grad, in_grads):
+            if not need or pg is None:
+                continue
+            if type(pg) is not np.ndarray:
+                pg = np.asarray(pg)
+            pshape = p.data.shape
+            if pg.shape != pshape:
+                pg = _unbroadcast(pg, pshape, type(ctx).__name__)
+            key = id(p)
+            prev = grads.get(key)
+            grads[key] = pg if prev is None else prev + pg
+        if not retain_graph:
+            ctx.release()
+
+
+def _accumulate_leaf(t, g: np.ndarray, stored: set) -> None:
+    if not t.requires_grad:
+        return
+    dtype = t.data.dtype
+    if g.dtype != dtype:
+        g = g.astype(dtype)
+    elif not (g.flags.owndata and g.flags.writeable) or id(g) in stored:
+        # a view, a read-only broadcast, or an array another leaf already holds:
+        # copy so in-place updates of one .grad never touch another.
+        g = g.copy()
+    stored.add(id(g))
+    if t.grad is None:
+        t.grad = g
+    else:
+        t.grad = t.grad + g
+
+
+# --------------------------------------------------------------------------- gradcheck
+
+def gradcheck(fn, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
+              seed: int = 0, raise_exception: bool = True) -> bool:
+    """Compare backward with float64 central differences.
+
+    ``fn(*tensors)`` must return a Tensor. Inputs may be Tensors or arrays; they are
+    copied to float64. The checked inputs are the Tensors with ``requires_grad=True``
+    (all floating inputs when none asks). Instead of the full Jacobian, the check uses a
+    fixed random projection ``L = sum(w * fn(x))``: backward gives dL/dx in one pass and
+    each input element costs two forward evaluations. Returns True, or raises
+    AssertionError naming the input, the element and both values (False when
+    ``raise_exception=False``).
+    """
+    Tensor = _Tensor
+    explicit = any(isinstance(x, Tensor) and x.requires_grad for x in inputs)
+    values, checked, was_tensor = [], [], []
+    for x in inputs:
+        is_tensor = isinstance(x, Tensor)
+        arr = x.data if is_tensor else x
+        floating = isinstance(arr, np.ndarray) and np.issubdtype(arr.dtype, np.floating)
+        values.append(np.array(arr, dtype=np.float64) if floating else x)
+        checked.append(floating and (x.requires_grad if explicit else True) if is_tensor
+                       else floating and not explicit)
+        was_tensor.append(is_tensor or (floating and not explicit))
+    if not any(checked):
+        raise ValueError("gradcheck: no floating-point input to check")
+
+    def make_args(requires):
+        args = []
+        for v, t, r in zip(values, was_tensor, requires):
+            if t and isinstance(v, np.ndarray):
+                args.append(Tensor(v, requires_grad=r, dtype=v.dtype if np.issubdtype(v.dtype, np.floating) else None))
+            else:
+                args.append(v)
+        return args
+
+    def evaluate():
+        with set_grad_enabled(False):
+            out = fn(*make_args([False] * len(values)))
+        return np.asarray(out.data if isinstance(out, Tensor) else out, dtype=np.float64)
+
+    with set_grad_enabled(True):
+        args = make_args(checked)
+        out = fn(*args)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"gradcheck: fn must return a Tensor, got {type(out).__name__}")
+    if out.data.dtype != np.float64:
+        raise TypeError(f"gradcheck: fn returned {out.data.dtype} for float64 inputs; "
+                        "the check needs float64 all the way through")
+    w = np.random.default_rng(seed).standard_normal(out.shape)
+    if out.requires_grad:
+        out.backward(w)
+
+    ok = True
+    message = ""
+    for i, (v, c) in enumerate(zip(values, checked)):
+        if not c:
+            continue
+        analytic = args[i].grad
+        analytic = np.zeros_like(v) if analytic is None else analytic
+        numeric = np.zeros_like(v)
+        flat = v.reshape(-1)  # values[i] is a fresh contiguous copy, so this is a view
+        for k in range(flat.size):
+            orig = flat[k]
+            flat[k] = orig + eps
+            plus = float(np.sum(evaluate() * w))
+            flat[k] = orig - eps
+            minus = float(np.sum(evaluate() * w))
+            flat[k] = orig
+            numeric.reshape(-1)[k] = (plus - minus) / (2 * eps)
+        bad = np.abs(analytic - numeric) > atol + rtol * np.abs(numeric)
+        if bad.any():
+            k = int(np.flatnonzero(bad.reshape(-1))[0])
+            idx = np.unravel_index(k, v.shape)
+            ok = False
+            message = (f"gradcheck: input {i} (shape {v.shape}) element {tuple(int(j) for j in idx)}: "
+                       f"backward gives {analytic.reshape(-1)[k]:.8g}, finite differences give "
+                       f"{numeric.reshape(-1)[k]:.8g} (atol={atol}, rtol={rtol}); "
+                       f"{int(bad.sum())} of {bad.size} elements disagree")
+            break
+    if not ok and raise_exception:
+        raise AssertionError(message)
+    return ok
+
+
+from . import tensor as _tensor_module  # noqa: E402,F401  (registers the Tensor class)

@@ -1,0 +1,367 @@
+"""Layers: the architecture extension point (``Layer``) and the basic layers.
+
+What this file owns
+  * ``Layer``: ``forward``, ``__call__``, ``parameters()``/``named_parameters()``,
+    ``children()``/``named_children()``/``named_modules()``, ``get_submodule``/
+    ``set_submodule``, ``train()``/``eval()``, ``state_dict()``/``load_state_dict()``,
+    ``save(path)``/``load(path)``.
+  * ``Parameter`` (a Tensor that requires grad by default), ``Linear``, ``Sequential``,
+    ``Dropout``, ``Flatten``, ``Identity``.
+
+Discovery: like PyTorch's Module, sub-layers and parameters are found from instance
+attributes, in assignment order: a ``Tensor`` attribute is a parameter (frozen ones
+too: ``requires_grad=False`` only stops training it), a ``Layer`` attribute is a child,
+and lists/tuples/dicts of those are walked with the index or key as the name
+("blocks.0.weight"). Constants that are not parameters should be stored as NumPy
+arrays. Replacing a sub-layer is plain ``setattr`` (or ``set_submodule("a.0.b", new)``),
+which is what adapter injection needs. ``Layer.__init__`` does nothing, so a subclass
+that forgets ``super().__init__()`` still works.
+
+State dicts map dotted names to NumPy arrays (copies); ``load_state_dict`` copies into
+the existing arrays (so an optimizer's references stay valid) and names the offending
+key and shapes on any mismatch. Files are written with ``np.savez`` and read with
+``allow_pickle=False``.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+import numpy as np
+
+from . import acceleration as _acc
+from .autograd import Function
+from .random import get_generator
+from .tensor import Tensor
+
+__all__ = ["Parameter", "Layer", "Module", "Linear", "Sequential", "Dropout", "Flatten", "Identity"]
+
+
+class Parameter(Tensor):
+    """A Tensor meant to be trained: ``requires_grad=True`` unless told otherwise."""
+
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad: bool = True, dtype=None):
+        super().__init__(data, requires_grad=requires_grad, dtype=dtype)
+
+
+class Layer:
+    """Base class of every layer. Subclasses define ``forward``."""
+
+    training = True  # class default, so subclasses need not call super().__init__()
+
+    def __init__(self):
+        pass
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------------ discovery
+    def _named_members(self):
+        """Direct (name, Tensor or Layer) members, in attribute order."""
+        for name, value in self.__dict__.items():
+            if isinstance(value, (Tensor, Layer)):
+                yield name, value
+            elif isinstance(value, (list, tuple)):
+                for i, item in enumerate(value):
+                    if isinstance(item, (Tensor, Layer)):
+                        yield f"{name}.{i}", item
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    if isinstance(item, (Tensor, Layer)):
+                        yield f"{name}.{key}", item
+
+    def named_children(self):
+        for name, value in self._named_members():
+            if isinstance(value, Layer):
+                yield name, value
+
+    def children(self):
+        return [layer for _, layer in self.named_children()]
+
+    def named_modules(self, prefix: str = "", _seen=None):
+        """(dotted name, layer) for this layer ("" name) and every descendant, once each."""
+        seen = set() if _seen is None else _seen
+        if id(self) in seen:
+            return
+        seen.add(id(self))
+        yield prefix, self
+        for name, child in self.named_children():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name, seen)
+
+    def modules(self):
+        return [m for _, m in self.named_modules()]
+
+    def named_parameters(self, prefix: str = ""):
+        """(dotted name, Tensor) for every parameter, shared ones reported once."""
+        seen = set()
+        for mod_name, module in self.named_modules(prefix):
+            for name, value in module._named_members():
+                if isinstance(value, Tensor) and id(value) not in seen:
+                    seen.add(id(value))
+                    yield (f"{mod_name}.{name}" if mod_name else name), value
+
+    def parameters(self):
+        """All parameters (trainable and frozen) as a list."""
+        return [p for _, p in self.named_parameters()]
+
+    def get_submodule(self, target: str) -> "Layer":
+        """The sub-layer at dotted path ``target`` ("" is this layer)."""
+        module = self
+        if target:
+            for part in target.split("."):
+                module = _child(module, part, target)
+        if not isinstance(module, Layer):
+            raise KeyError(f"get_submodule: {target!r} is a {type(module).__name__}, not a Layer")
+        return module
+
+    def set_submodule(self, target: str, layer: "Layer") -> None:
+        """Replace the sub-layer at dotted path ``target`` (e.g. "blocks.0.attn.proj")."""
+        if not isinstance(layer, Layer):
+            raise TypeError(f"set_submodule: expected a Layer, got {type(layer).__name__}")
+        parent_path, _, last = target.rpartition(".")
+        parent = self
+        if parent_path:
+            for part in parent_path.split("."):
+                parent = _child(parent, part, target)
+        if not isinstance(_child(parent, last, target), Layer):  # raises if nothing is there
+            raise KeyError(f"set_submodule: {target!r} is not a Layer")
+        if isinstance(parent, Sequential):
+            parent.layers[int(last)] = layer
+        elif isinstance(parent, list):
+            parent[int(last)] = layer
+        elif isinstance(parent, dict):
+            parent[last] = layer
+        elif isinstance(parent, Layer):
+            setattr(parent, last, layer)
+        else:
+            raise TypeError(f"set_submodule: cannot assign into a {type(parent).__name__} at {target!r}")
+
+    # ------------------------------------------------------------------ modes
+    def train(self, mode: bool = True) -> "Layer":
+        for m in self.modules():
+            m.training = bool(mode)
+        return self
+
+    def eval(self) -> "Layer":
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> "OrderedDict[str, np.ndarray]":
+        return OrderedDict((name, p.data.copy()) for name, p in self.named_parameters())
+
+    def load_state_dict(self, state, strict: bool = True):
+        """Copy arrays into the parameters; returns (missing_keys, unexpected_keys)."""
+        own = OrderedDict(self.named_parameters())
+        keys = list(state.keys())
+        missing = [k for k in own if k not in state]
+        unexpected = [k for k in keys if k not in own]
+        if strict and (missing or unexpected):
+            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        for name, p in own.items():
+            if name not in state:
+                continue
+            value = np.asarray(state[name])
+            if value.shape != p.data.shape:
+                raise ValueError(f"load_state_dict: key {name!r} has shape {value.shape} in the state "
+                                 f"but the parameter has shape {p.data.shape}")
+        for name, p in own.items():
+            if name in state:
+                np.copyto(p.data, np.asarray(state[name]), casting="unsafe")
+        return missing, unexpected
+
+    def save(self, path) -> None:
+        np.savez(path, **self.state_dict())
+
+    def load(self, path, strict: bool = True):
+        with np.load(path, allow_pickle=False) as f:
+            return self.load_state_dict({k: f[k] for k in f.files}, strict=strict)
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        return sum(p.data.size for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    def __repr__(self):
+        kids = list(self.named_children())
+        if not kids:
+            return f"{type(self).__name__}({self.extra_repr()})"
+        lines = [f"  ({n}): " + repr(c).replace("\n", "\n  ") for n, c in kids]
+        return f"{type(self).__name__}(\n" + "\n".join(lines) + "\n)"
+
+    def extra_repr(self) -> str:
+        return ""
+
+
+Module = Layer  # PyTorch's name
+
+
+def _child(module, part, target):
+    """One step of a dotted path: a Layer attribute, a Sequential index or a container item."""
+    try:
+        if isinstance(module, Sequential) and part.isdigit():
+            return module.layers[int(part)]
+        if isinstance(module, Layer):
+            if part in module.__dict__:
+                value = module.__dict__[part]
+                if isinstance(value, (Layer, list, tuple, dict)):
+                    return value
+        elif isinstance(module, (list, tuple)) and part.isdigit():
+            return module[int(part)]
+        elif isinstance(module, dict):
+            return module[part]
+    except (IndexError, KeyError):
+        pass
+    raise KeyError(f"no sub-layer {target!r}: {type(module).__name__} has no member {part!r}")
+
+
+# ============================================================================ Linear
+
+class LinearFunction(Function):
+    """y = x @ W + b for x of shape (..., in); rows are folded into one GEMM each way."""
+
+    def forward(self, x, weight, bias):
+        if x.shape[-1:] != weight.shape[:1]:
+            raise ValueError(f"Linear: input has {x.shape[-1] if x.ndim else 'no'} features "
+                             f"(shape {x.shape}) but the weight is {weight.shape}")
+        lead = x.shape[:-1]
+        x2 = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
+        out = _acc.gemm(x2, weight)
+        if bias is not None:
+            out += bias
+        self.x2, self.weight, self.lead = x2, weight, lead
+        return out if x.ndim == 2 else out.reshape(lead + (weight.shape[1],))
+
+    def backward(self, g):
+        need = self.needs_input_grad
+        g2 = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
+        gx = gw = gb = None
+        if need[0]:
+            gx = _acc.gemm(g2, self.weight, trans_b=True)
+            if len(self.lead) != 1:
+                gx = gx.reshape(self.lead + (self.weight.shape[0],))
+        if need[1]:
+            gw = _acc.gemm(self.x2, g2, trans_a=True)
+        if need[2]:
+            gb = g2.sum(axis=0)
+        return gx, gw, gb
+
+
+class Linear(Layer):
+    """Fully connected layer, ``y = x @ weight + bias`` with weight of shape (in, out).
+
+    Initialised like PyTorch: weight and bias uniform in +-1/sqrt(in_features).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32):
+        if in_features < 0 or out_features < 0:
+            raise ValueError(f"Linear: sizes must be non-negative, got ({in_features}, {out_features})")
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
+        rng = get_generator()
+        self.weight = Parameter(rng.uniform(-bound, bound, (in_features, out_features)).astype(dtype))
+        self.bias = Parameter(rng.uniform(-bound, bound, (out_features,)).astype(dtype)) if bias else None
+
+    def forward(self, x):
+        if not isinstance(x, Tensor):
+            x = Tensor(x)
+        return LinearFunction.apply(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+# ============================================================================ containers
+
+class Sequential(Layer):
+    """Runs layers in order. ``Sequential(a, b)`` or ``Sequential([a, b])``; names are "0", "1", ..."""
+
+    def __init__(self, *layers):
+        if len(layers) == 1 and isinstance(layers[0], (list, tuple)):
+            layers = tuple(layers[0])
+        for i, layer in enumerate(layers):
+            if not isinstance(layer, Layer):
+                raise TypeError(f"Sequential: item {i} is a {type(layer).__name__}, not a Layer")
+        self.layers = list(layers)
+
+    def _named_members(self):
+        for i, layer in enumerate(self.layers):
+            yield str(i), layer
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+    def append(self, layer: Layer) -> "Sequential":
+        if not isinstance(layer, Layer):
+            raise TypeError(f"Sequential.append: expected a Layer, got {type(layer).__name__}")
+        self.layers.append(layer)
+        return self
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Sequential(self.layers[i])
+        return self.layers[i]
+
+    def __setitem__(self, i, layer):
+        if not isinstance(layer, Layer):
+            raise TypeError(f"Sequential: expected a Layer, got {type(layer).__name__}")
+        self.layers[i] = layer
+
+    def __len__(self):
+        return len(self.layers)
+
+    def __iter__(self):
+        return iter(self.layers)
+
+
+class Identity(Layer):
+    def forward(self, x):
+        return x
+
+
+class Flatten(Layer):
+    """Flattens dimensions start_dim..end_dim (default: all but the batch axis)."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return x.flatten(self.start_dim, self.end_dim)
+
+
+class DropoutFunction(Function):
+    def forward(self, x, p):
+        keep = get_generator().random(x.shape, dtype=np.float32) >= p
+        self.mask = keep.astype(x.dtype) * np.asarray(1.0 / (1.0 - p), dtype=x.dtype)
+        return x * self.mask
+
+    def backward(self, g):
+        return g * self.mask, None
+
+
+class Dropout(Layer):
+    """Zeroes elements with probability p in training and scales the rest by 1/(1-p);
+    identity in eval. Masks come from the framework generator (see core.random)."""
+
+    def __init__(self, p: float = 0.5):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p = float(p)
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        if self.p == 1.0:
+            return x * 0.0
+        return DropoutFunction.apply(x, self.p)
+
+    def extra_repr(self):
+        return f"p={self.p}"

@@ -1,0 +1,822 @@
+"""Tensor: a NumPy array plus the autograd bookkeeping, and the basic differentiable ops.
+
+What this file owns
+  * ``Tensor(data, requires_grad=False, dtype=None)``. ``.data`` is always a NumPy array
+    (so ``t.data.ctypes.data_as(...)`` works for native kernels), ``.grad`` is a NumPy
+    array or None, ``._ctx`` is the Function that produced it (None for leaves).
+  * The elementwise, reduction, shape and indexing ops as ``Function`` subclasses, and
+    the Python operators that call them. ``Function`` is re-exported here because the
+    extension guide imports it as ``from tinytorch.core.tensor import Tensor, Function``.
+
+Dtype rule (dtype=None): Python numbers and lists become float32; float16 and float32
+arrays keep their dtype; float64 arrays become float32 (NumPy's default float64 would
+otherwise silently double memory and time) unless ``dtype=np.float64`` is asked for;
+integer and bool arrays keep their dtype (labels, masks, token ids). Results of ops keep
+whatever dtype NumPy's promotion gives, so a float64 or float16 graph stays so.
+
+What it assumes: matmuls go through ``acceleration`` (never ``@`` on arrays here), so
+native kernels can be routed in without editing this file.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import acceleration as _acc
+from . import autograd as _autograd
+from .autograd import Function, no_grad, is_grad_enabled, gradcheck  # noqa: F401  (re-exports)
+
+__all__ = ["Tensor", "Function", "no_grad", "is_grad_enabled", "gradcheck",
+           "concat", "cat", "stack", "split", "where", "zeros", "ones", "randn", "tensor"]
+
+_FLOAT_KEEP = (np.dtype(np.float16), np.dtype(np.float32))
+
+
+def _as_array(data, dtype):
+    if dtype is not None:
+        return np.asarray(data, dtype=dtype)
+    if isinstance(data, np.ndarray):
+        dt = data.dtype
+        if dt in _FLOAT_KEEP or dt.kind in "iub":
+            return data
+        if dt.kind == "f":
+            return data.astype(np.float32)
+        if dt.kind == "c":
+            raise TypeError(f"Tensor: complex dtype {dt} is not supported")
+        return np.asarray(data, dtype=np.float32)
+    if isinstance(data, np.generic):
+        return _as_array(np.asarray(data), None)
+    return np.asarray(data, dtype=np.float32)
+
+
+class Tensor:
+    """An n-dimensional array that can record the operations applied to it."""
+
+    __slots__ = ("data", "grad", "requires_grad", "_ctx", "__dict__", "__weakref__")
+    __array_ufunc__ = None   # make NumPy defer `ndarray * Tensor` to Tensor.__rmul__
+    __hash__ = object.__hash__  # identity hashing, although == is elementwise
+
+    def __init__(self, data, requires_grad: bool = False, dtype=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        arr = _as_array(data, None if dtype is None else np.dtype(dtype))
+        if requires_grad and arr.dtype.kind != "f":
+            raise TypeError(f"Tensor: only floating-point tensors can require grad, got {arr.dtype}")
+        self.data = arr
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self._ctx = None
+
+    @classmethod
+    def _make(cls, data: np.ndarray, requires_grad: bool, ctx):
+        # Fast path used by Function.apply: no conversion, no checks.
+        t = Tensor.__new__(Tensor)
+        t.data = data
+        t.grad = None
+        t.requires_grad = requires_grad
+        t._ctx = ctx
+        return t
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def size(self):
+        return self.data.size
+
+    @property
+    def grad_fn(self):
+        return self._ctx
+
+    @property
+    def is_leaf(self):
+        return self._ctx is None
+
+    @property
+    def T(self):
+        return self.transpose()
+
+    def __len__(self):
+        if self.data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.data.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self):
+        extra = ", requires_grad=True" if self.requires_grad else ""
+        body = np.array2string(self.data, separator=", ", threshold=20)
+        return f"Tensor({body}, dtype={self.data.dtype}{extra})"
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.data.shape} is ambiguous")
+        return bool(self.data)
+
+    # ------------------------------------------------------------------ autograd API
+    def backward(self, gradient=None, retain_graph: bool = False) -> None:
+        """Accumulate gradients of this tensor into the ``.grad`` of every leaf."""
+        _autograd.run_backward(self, gradient, retain_graph)
+
+    def detach(self) -> "Tensor":
+        """Same data (shared, not copied), no history, no grad."""
+        return Tensor._make(self.data, False, None)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and self.data.dtype.kind != "f":
+            raise TypeError(f"only floating-point tensors can require grad, got {self.data.dtype}")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    def numpy(self) -> np.ndarray:
+        """The underlying array (shared, like ``torch.Tensor.numpy``)."""
+        return self.data
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.data.shape}")
+        return self.data.item()
+
+    def astype(self, dtype) -> "Tensor":
+        """Cast with gradient (the gradient is cast back to the source dtype)."""
+        return Cast.apply(self, dtype=np.dtype(dtype))
+
+    to = astype
+
+    def float(self) -> "Tensor":
+        return self.astype(np.float32)
+
+    def half(self) -> "Tensor":
+        return self.astype(np.float16)
+
+    def double(self) -> "Tensor":
+        return self.astype(np.float64)
+
+    # ------------------------------------------------------------------ arithmetic
+    def _other(self, other):
+        # Python scalars pass through (NumPy keeps our dtype for them); arrays and
+        # lists become constant tensors of our dtype when ours is floating.
+        if isinstance(other, Tensor) or isinstance(other, (int, float, bool)):
+            return other
+        arr = np.asarray(other)
+        if arr.dtype.kind in "fiub" and self.data.dtype.kind == "f":
+            arr = arr.astype(self.data.dtype, copy=False)
+        return Tensor._make(arr, False, None)
+
+    def __add__(self, other):
+        return Add.apply(self, self._other(other))
+
+    def __radd__(self, other):
+        return Add.apply(self._other(other), self)
+
+    def __sub__(self, other):
+        return Sub.apply(self, self._other(other))
+
+    def __rsub__(self, other):
+        return Sub.apply(self._other(other), self)
+
+    def __mul__(self, other):
+        return Mul.apply(self, self._other(other))
+
+    def __rmul__(self, other):
+        return Mul.apply(self._other(other), self)
+
+    def __truediv__(self, other):
+        return Div.apply(self, self._other(other))
+
+    def __rtruediv__(self, other):
+        return Div.apply(self._other(other), self)
+
+    def __pow__(self, other):
+        return Pow.apply(self, self._other(other))
+
+    def __rpow__(self, other):
+        return Pow.apply(self._other(other), self)
+
+    def __matmul__(self, other):
+        return MatMul.apply(self, self._other(other))
+
+    def __rmatmul__(self, other):
+        return MatMul.apply(self._other(other), self)
+
+    def __neg__(self):
+        return Neg.apply(self)
+
+    def __pos__(self):
+        return self
+
+    def matmul(self, other):
+        return self.__matmul__(other)
+
+    # comparisons: no gradient, bool result
+    def _cmp_operand(self, other):
+        return other.data if isinstance(other, Tensor) else other
+
+    def __eq__(self, other):
+        return Tensor._make(np.asarray(self.data == self._cmp_operand(other)), False, None)
+
+    def __ne__(self, other):
+        return Tensor._make(np.asarray(self.data != self._cmp_operand(other)), False, None)
+
+    def __lt__(self, other):
+        return Tensor._make(np.asarray(self.data < self._cmp_operand(other)), False, None)
+
+    def __le__(self, other):
+        return Tensor._make(np.asarray(self.data <= self._cmp_operand(other)), False, None)
+
+    def __gt__(self, other):
+        return Tensor._make(np.asarray(self.data > self._cmp_operand(other)), False, None)
+
+    def __ge__(self, other):
+        return Tensor._make(np.asarray(self.data >= self._cmp_operand(other)), False, None)
+
+    # ------------------------------------------------------------------ elementwise
+    def exp(self):
+        return Exp.apply(self)
+
+    def log(self):
+        return Log.apply(self)
+
+    def sqrt(self):
+        return Sqrt.apply(self)
+
+    def abs(self):
+        return Abs.apply(self)
+
+    def clip(self, min=None, max=None):
+        if min is None and max is None:
+            raise ValueError("clip: at least one of min and max must be given")
+        return Clip.apply(self, lo=min, hi=max)
+
+    clamp = clip
+
+    def relu(self):
+        from .activations import relu
+        return relu(self)
+
+    def sigmoid(self):
+        from .activations import sigmoid
+        return sigmoid(self)
+
+    def tanh(self):
+        from .activations import tanh
+        return tanh(self)
+
+    def softmax(self, axis=-1):
+        from .activations import softmax
+        return softmax(self, axis)
+
+    def log_softmax(self, axis=-1):
+        from .activations import log_softmax
+        return log_softmax(self, axis)
+
+    # ------------------------------------------------------------------ reductions
+    def sum(self, axis=None, keepdims=False):
+        return Sum.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return Mean.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):
+        return MaxMin.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims, use_max=True)
+
+    def min(self, axis=None, keepdims=False):
+        return MaxMin.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims, use_max=False)
+
+    def var(self, axis=None, keepdims=False, ddof=0):
+        """Variance with NumPy's convention (ddof=0 is the biased estimate)."""
+        return Var.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims, ddof=ddof)
+
+    def argmax(self, axis=None):
+        return Tensor._make(np.asarray(self.data.argmax(axis=axis)), False, None)
+
+    def argmin(self, axis=None):
+        return Tensor._make(np.asarray(self.data.argmin(axis=axis)), False, None)
+
+    # ------------------------------------------------------------------ shape
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        try:
+            return Reshape.apply(self, shape=shape)
+        except ValueError as e:
+            raise ValueError(f"reshape: cannot reshape a tensor of shape {self.data.shape} "
+                             f"(size {self.data.size}) into {shape}") from e
+
+    view = reshape
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        shape = self.data.shape
+        if not shape:
+            return self.reshape(1)
+        s, e = start_dim % len(shape), end_dim % len(shape)
+        return self.reshape(shape[:s] + (int(np.prod(shape[s:e + 1])),) + shape[e + 1:])
+
+    def transpose(self, *axes):
+        """No axes: reverse all. Two axes (PyTorch): swap them. n axes: a permutation."""
+        nd = self.data.ndim
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        if len(axes) == 0:
+            perm = tuple(range(nd - 1, -1, -1))
+        elif len(axes) == 2 and nd != 2:
+            a, b = (x % nd for x in axes)
+            perm = list(range(nd))
+            perm[a], perm[b] = perm[b], perm[a]
+            perm = tuple(perm)
+        else:
+            perm = tuple(int(x) % nd for x in axes)
+            if len(axes) == 2 and nd == 2 and perm[0] == perm[1]:
+                perm = (0, 1)
+        if sorted(perm) != list(range(nd)):
+            raise ValueError(f"transpose: axes {axes} do not fit a tensor of shape {self.data.shape}")
+        return Permute.apply(self, perm=perm)
+
+    def permute(self, *dims):
+        if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+            dims = tuple(dims[0])
+        nd = self.data.ndim
+        perm = tuple(int(d) % nd for d in dims) if nd else ()
+        if sorted(perm) != list(range(nd)):
+            raise ValueError(f"permute: {dims} is not a permutation of the {nd} axes of shape {self.data.shape}")
+        return Permute.apply(self, perm=perm)
+
+    def squeeze(self, axis=None):
+        return self.reshape(np.squeeze(np.empty(self.data.shape, dtype=np.bool_), axis=axis).shape)
+
+    def unsqueeze(self, axis):
+        return self.reshape(np.expand_dims(np.empty(self.data.shape, dtype=np.bool_), axis).shape)
+
+    def __getitem__(self, index):
+        return GetItem.apply(self, index=_unwrap_index(index))
+
+    def masked_fill(self, mask, value):
+        """Replace elements where ``mask`` (bool, broadcastable) is True by ``value``."""
+        m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        if m.dtype != np.bool_:
+            raise TypeError(f"masked_fill: mask must be bool, got {m.dtype}")
+        np.broadcast_shapes(m.shape, self.data.shape)
+        return MaskedFill.apply(self, m, value=value)
+
+    def split(self, split_size_or_sections, axis=0):
+        return split(self, split_size_or_sections, axis)
+
+
+def _norm_axis(axis, ndim):
+    if axis is None:
+        return None
+    if isinstance(axis, (list, tuple)):
+        out = tuple(sorted(int(a) % ndim if ndim else int(a) for a in axis))
+        if len(set(out)) != len(out):
+            raise ValueError(f"repeated axis in {axis}")
+        for a in axis:
+            if not -ndim <= int(a) < max(ndim, 1):
+                raise ValueError(f"axis {a} is out of range for {ndim} dimensions")
+        return out
+    a = int(axis)
+    if not -ndim <= a < max(ndim, 1):
+        raise ValueError(f"axis {axis} is out of range for {ndim} dimensions")
+    return (a % ndim,) if ndim else (0,)
+
+
+def _unwrap_index(index):
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, tuple):
+        return tuple(i.data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return np.asarray(index)
+    return index
+
+
+def _is_basic_index(index):
+    items = index if isinstance(index, tuple) else (index,)
+    for i in items:
+        if not (i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer))):
+            return False
+    return True
+
+
+def _expand_reduced(g, shape, axis, keepdims):
+    """Reshape a reduced gradient so it broadcasts against the input shape."""
+    if axis is not None and not keepdims:
+        g = np.expand_dims(g, axis)
+    return g
+
+
+# ============================================================================ Functions
+
+class Cast(Function):
+    def forward(self, a, dtype):
+        self.src = a.dtype
+        return a.astype(dtype)
+
+    def backward(self, g):
+        return g.astype(self.src)
+
+
+class Add(Function):
+    def forward(self, a, b):
+        return a + b
+
+    def backward(self, g):
+        return g, g
+
+
+class Sub(Function):
+    def forward(self, a, b):
+        return a - b
+
+    def backward(self, g):
+        return g, (-g if self.needs_input_grad[1] else None)
+
+
+class Mul(Function):
+    def forward(self, a, b):
+        need = self.needs_input_grad
+        if need[0]:
+            self.b = b
+        if need[1]:
+            self.a = a
+        return a * b
+
+    def backward(self, g):
+        need = self.needs_input_grad
+        return (g * self.b if need[0] else None), (g * self.a if need[1] else None)
+
+
+class Div(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return a / b
+
+    def backward(self, g):
+        need = self.needs_input_grad
+        ga = g / self.b if need[0] else None
+        gb = -g * self.a / (self.b * self.b) if need[1] else None
+        return ga, gb
+
+
+class Pow(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.out = np.power(a, b)
+        return self.out
+
+    def backward(self, g):
+        a, b = self.a, self.b
+        need = self.needs_input_grad
+        ga = gb = None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if need[0]:
+                if isinstance(b, (int, float)) and b == 2:
+                    ga = g * (2 * a)
+                elif isinstance(b, (int, float)) and b == 0:
+                    ga = np.zeros_like(g)
+                else:
+                    ga = g * b * np.power(a, b - 1)
+            if need[1]:
+                gb = g * self.out * np.log(a)
+        return ga, gb
+
+
+class Neg(Function):
+    def forward(self, a):
+        return -a
+
+    def backward(self, g):
+        return -g
+
+
+class MatMul(Function):
+    """a @ b with NumPy's rules (1-D promotion, batch broadcasting); all through acceleration."""
+
+    def forward(self, a, b):
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}")
+        ka = a.shape[-1]
+        kb = b.shape[-2] if b.ndim >= 2 else b.shape[0]
+        if ka != kb:
+            raise ValueError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({ka} != {kb})")
+        self.a, self.b = a, b
+        return _acc.matmul(a, b)
+
+    def backward(self, g):
+        a, b = self.a, self.b
+        need = self.needs_input_grad
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        if a.ndim == 1:
+            g = np.expand_dims(g, -2)
+        if b.ndim == 1:
+            g = np.expand_dims(g, -1)
+        ga = gb = None
+        if a2.ndim == 2 and b2.ndim == 2:
+            if need[0]:
+                ga = _acc.gemm(g, b2, trans_b=True)
+            if need[1]:
+                gb = _acc.gemm(a2, g, trans_a=True)
+        elif b2.ndim == 2:
+            # batched x @ weight: fold the batch into rows, one GEMM each way
+            k, n = b2.shape
+            g2 = g.reshape(-1, n)
+            if need[0]:
+                ga = _acc.gemm(g2, b2, trans_b=True).reshape(g.shape[:-1] + (k,))
+            if need[1]:
+                a_rows = np.broadcast_to(a2, g.shape[:-1] + (k,)).reshape(-1, k)
+                gb = _acc.gemm(a_rows, g2, trans_a=True)
+        else:
+            if need[0]:
+                ga = _acc.matmul(g, np.swapaxes(b2, -1, -2))
+            if need[1]:
+                gb = _acc.matmul(np.swapaxes(a2, -1, -2), g)
+        if ga is not None and a.ndim == 1:
+            ga = ga.reshape(-1, a.shape[0]).sum(axis=0)
+        if gb is not None and b.ndim == 1:
+            gb = gb.reshape(-1, b.shape[0]).sum(axis=0)
+        return ga, gb
+
+
+class Sum(Function):
+    def forward(self, a, axis, keepdims):
+        self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
+        return np.sum(a, axis=axis, keepdims=keepdims)
+
+    def backward(self, g):
+        return np.broadcast_to(_expand_reduced(g, self.shape, self.axis, self.keepdims), self.shape)
+
+
+class Mean(Function):
+    def forward(self, a, axis, keepdims):
+        self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
+        n = a.size if axis is None else int(np.prod([a.shape[i] for i in axis]))
+        self.scale = 1.0 / n if n else float("nan")
+        return np.mean(a, axis=axis, keepdims=keepdims) if n else \
+            np.full(np.sum(a, axis=axis, keepdims=keepdims).shape, np.nan, dtype=a.dtype)
+
+    def backward(self, g):
+        g = _expand_reduced(g, self.shape, self.axis, self.keepdims) * self.scale
+        return np.broadcast_to(g, self.shape)
+
+
+class MaxMin(Function):
+    """max/min over axes; the gradient is shared equally between tied extremes."""
+
+    def forward(self, a, axis, keepdims, use_max):
+        if a.size == 0:
+            raise ValueError(f"{'max' if use_max else 'min'}: reduction over an empty tensor of shape {a.shape}")
+        out = np.max(a, axis=axis, keepdims=True) if use_max else np.min(a, axis=axis, keepdims=True)
+        self.mask = a == out
+        self.axis, self.keepdims = axis, keepdims
+        return out if keepdims else (out.reshape(()) if axis is None else np.squeeze(out, axis=axis))
+
+    def backward(self, g):
+        if not self.keepdims:
+            g = np.expand_dims(g, self.axis) if self.axis is not None else np.reshape(g, (1,) * self.mask.ndim)
+        count = self.mask.sum(axis=self.axis, keepdims=True)
+        return self.mask * (g / count)
+
+
+class Var(Function):
+    def forward(self, a, axis, keepdims, ddof):
+        self.axis, self.keepdims = axis, keepdims
+        n = a.size if axis is None else int(np.prod([a.shape[i] for i in axis]))
+        self.centered = a - np.mean(a, axis=axis, keepdims=True)
+        self.scale = 2.0 / (n - ddof) if n - ddof > 0 else float("nan")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.var(a, axis=axis, keepdims=keepdims, ddof=ddof)
+
+    def backward(self, g):
+        g = _expand_reduced(g, None, self.axis, self.keepdims)
+        return g * self.centered * self.scale
+
+
+class Exp(Function):
+    def forward(self, a):
+        self.out = np.exp(a)
+        return self.out
+
+    def backward(self, g):
+        return g * self.out
+
+
+class Log(Function):
+    def forward(self, a):
+        self.a = a
+        return np.log(a)
+
+    def backward(self, g):
+        return g / self.a
+
+
+class Sqrt(Function):
+    def forward(self, a):
+        self.out = np.sqrt(a)
+        return self.out
+
+    def backward(self, g):
+        return g / (2 * self.out)
+
+
+class Abs(Function):
+    def forward(self, a):
+        self.a = a
+        return np.abs(a)
+
+    def backward(self, g):
+        return g * np.sign(self.a)
+
+
+class Clip(Function):
+    def forward(self, a, lo, hi):
+        self.keep = np.ones(a.shape, dtype=bool)
+        if lo is not None:
+            self.keep &= a >= lo
+        if hi is not None:
+            self.keep &= a <= hi
+        return np.clip(a, lo, hi).astype(a.dtype, copy=False)
+
+    def backward(self, g):
+        return g * self.keep
+
+
+class Reshape(Function):
+    def forward(self, a, shape):
+        self.shape = a.shape
+        return a.reshape(shape)
+
+    def backward(self, g):
+        return g.reshape(self.shape)
+
+
+class Permute(Function):
+    def forward(self, a, perm):
+        self.inverse = tuple(np.argsort(perm))
+        return a.transpose(perm)
+
+    def backward(self, g):
+        return g.transpose(self.inverse)
+
+
+class GetItem(Function):
+    """Basic and integer-array indexing; the backward scatters (and adds duplicates)."""
+
+    def forward(self, a, index):
+        self.shape, self.dtype, self.index = a.shape, a.dtype, index
+        return a[index]
+
+    def backward(self, g):
+        out = np.zeros(self.shape, dtype=g.dtype)
+        if _is_basic_index(self.index):
+            out[self.index] = g
+        else:
+            np.add.at(out, self.index, g)
+        return out
+
+
+class Concat(Function):
+    def forward(self, *arrays, axis):
+        self.axis = axis
+        self.bounds = np.cumsum([x.shape[axis] for x in arrays])[:-1]
+        return np.concatenate(arrays, axis=axis)
+
+    def backward(self, g):
+        return tuple(np.split(g, self.bounds, axis=self.axis))
+
+
+class Stack(Function):
+    def forward(self, *arrays, axis):
+        self.axis = axis
+        return np.stack(arrays, axis=axis)
+
+    def backward(self, g):
+        return tuple(np.moveaxis(g, self.axis, 0))
+
+
+class MaskedFill(Function):
+    def forward(self, a, mask, value):
+        self.mask = mask
+        return np.where(mask, np.asarray(value, dtype=a.dtype), a)
+
+    def backward(self, g):
+        return np.where(self.mask, 0, g).astype(g.dtype, copy=False), None
+
+
+class Where(Function):
+    def forward(self, cond, a, b):
+        self.cond = cond
+        return np.where(cond, a, b)
+
+    def backward(self, g):
+        need = self.needs_input_grad
+        zero = np.zeros((), dtype=g.dtype)
+        return (None,
+                np.where(self.cond, g, zero) if need[1] else None,
+                np.where(self.cond, zero, g) if need[2] else None)
+
+
+# ============================================================================ functions
+
+def _tensors(items, who):
+    out = [t if isinstance(t, Tensor) else Tensor(t) for t in items]
+    if not out:
+        raise ValueError(f"{who}: needs at least one tensor")
+    return out
+
+
+def concat(tensors, axis=0):
+    """Join tensors along an existing axis (``torch.cat``)."""
+    ts = _tensors(tensors, "concat")
+    nd = ts[0].data.ndim
+    if nd == 0:
+        raise ValueError("concat: zero-dimensional tensors cannot be concatenated")
+    axis = int(axis) % nd
+    for t in ts:
+        if t.data.ndim != nd or t.data.shape[:axis] + t.data.shape[axis + 1:] != \
+                ts[0].data.shape[:axis] + ts[0].data.shape[axis + 1:]:
+            raise ValueError(f"concat: shapes {[t.shape for t in ts]} differ outside axis {axis}")
+    return Concat.apply(*ts, axis=axis)
+
+
+cat = concat
+
+
+def stack(tensors, axis=0):
+    """Join same-shaped tensors along a new axis."""
+    ts = _tensors(tensors, "stack")
+    if any(t.data.shape != ts[0].data.shape for t in ts):
+        raise ValueError(f"stack: all tensors need the same shape, got {[t.shape for t in ts]}")
+    axis = int(axis) % (ts[0].data.ndim + 1)
+    return Stack.apply(*ts, axis=axis)
+
+
+def split(tensor, split_size_or_sections, axis=0):
+    """PyTorch's split: an int is the chunk size (last chunk may be smaller), a list gives sizes."""
+    n = tensor.data.shape[axis]
+    axis = axis % tensor.data.ndim
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        step = int(split_size_or_sections)
+        if step <= 0:
+            raise ValueError(f"split: chunk size must be positive, got {step}")
+        sizes = [min(step, n - i) for i in range(0, n, step)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise ValueError(f"split: sizes {sizes} do not add up to {n} (axis {axis} of shape {tensor.shape})")
+    out, start = [], 0
+    lead = (slice(None),) * axis
+    for s in sizes:
+        out.append(tensor[lead + (slice(start, start + s),)])
+        start += s
+    return out
+
+
+def where(condition, a, b):
+    """Elementwise ``a if condition else b`` with gradients to a and b."""
+    cond = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
+    if cond.dtype != np.bool_:
+        raise TypeError(f"where: condition must be bool, got {cond.dtype}")
+    ref = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
+    if ref is None:
+        return Tensor(np.where(cond, a, b))
+    a = ref._other(a) if not isinstance(a, Tensor) else a
+    b = ref._other(b) if not isinstance(b, Tensor) else b
+    return Where.apply(cond, a, b)
+
+
+def tensor(data, requires_grad=False, dtype=None):
+    return Tensor(data, requires_grad=requires_grad, dtype=dtype)
+
+
+def zeros(*shape, dtype=np.float32, requires_grad=False):
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    return Tensor(np.zeros(shape, dtype=dtype), requires_grad=requires_grad)
+
+
+def ones(*shape, dtype=np.float32, requires_grad=False):
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    return Tensor(np.ones(shape, dtype=dtype), requires_grad=requires_grad)
+
+
+def randn(*shape, dtype=np.float32, requires_grad=False):
+    """Standard normal samples from the framework generator (see core.random)."""
+    from .random import get_generator
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+    return Tensor(get_generator().standard_normal(shape).astype(dtype), requires_grad=requires_grad)
+
+
+_autograd._Tensor = Tensor

@@ -1,0 +1,61 @@
+"""tinytorch.native: what the native runtime is and whether it is in use.
+
+    >>> import tinytorch
+    >>> tinytorch.native.available()
+    True
+    >>> tinytorch.native.info()["isa_active"]
+    'avx2'
+
+When the library is missing or cannot be loaded, `available()` is False,
+`info()["reason"]` says why, and every kernel falls back to NumPy.
+"""
+from __future__ import annotations
+
+from . import _native
+
+
+def available() -> bool:
+    """True when libtinytorch is loaded and its kernels are used."""
+    return _native.available()
+
+
+def reason() -> str:
+    """Why the library is unavailable ('' when it is available)."""
+    return _native.reason()
+
+
+def info() -> dict:
+    """Version, library path, ISAs (compiled, detected, active), threads, OpenMP, and the
+    reason when unavailable. Always returns a dict; never raises."""
+    if not _native.available():
+        return {"available": False, "version": None, "library": None, "isas_compiled": [],
+                "isa_detected": [], "isa_active": None, "threads": 1, "openmp": False,
+                "reason": _native.reason()}
+    data = _native.build_info()
+    data.update(available=True, library=_native.library_path(), reason="")
+    return data
+
+
+def set_isa(name: str) -> None:
+    """Force the kernels onto one instruction set: 'scalar', 'avx2', 'avx512' or 'neon'.
+    Raises RuntimeError if this CPU or build lacks it (it is never executed)."""
+    _native.set_isa(name)
+
+
+def isa() -> str:
+    """The instruction set the kernels use now."""
+    return _native.isa_active()
+
+
+def memory_stats() -> dict:
+    """Runtime allocation counters: bytes_in_use, peak_bytes, allocations, frees."""
+    return _native.memory_stats()
+
+
+def reset_peak_memory() -> None:
+    _native.require().tt_memory_reset_peak()
+
+
+def last_kernel_path() -> str:
+    """Path the calling thread's last native kernel call took, e.g. 'sgemm:avx2'."""
+    return _native.last_kernel_path()

@@ -1,0 +1,270 @@
+"""Profiling: parameters, FLOPs, peak memory and latency of a model or a function.
+
+What this file owns
+  Profiler.count_parameters(model)        number of scalars in ``model.parameters()``
+  Profiler.count_flops(model, input_shape) FLOPs of one forward pass, counting the GEMM-shaped
+                                          work (Linear, Conv2d, attention scores and weighted sum):
+                                          a multiply-add is 2 FLOPs, so an (M,K)x(K,N) GEMM is
+                                          2*M*K*N. Elementwise work (activations, norms, bias) is
+                                          not counted: it is bandwidth-bound and tiny in FLOPs.
+  Profiler.flop_breakdown(...)            the same, per module name
+  Profiler.measure_memory(fn, *args)      peak bytes from ``tracemalloc`` (Python and NumPy
+                                          allocations) and from the native runtime's own
+                                          counters (``tinytorch.native.memory_stats()``), each on
+                                          its own and added together
+  Profiler.measure_latency(fn, *args, warmup, iterations)   median and percentiles
+
+How FLOPs are found
+  The model is run once on zeros of ``input_shape`` with gradient recording off; for that pass
+  the ``forward`` of every Linear-like, Conv2d-like and attention module is wrapped (an instance
+  attribute, removed afterwards) to record input and output shapes. Any module may instead
+  define ``flops(inputs, output) -> int`` to say what one call costs; that wins. Token models say
+  which input dtype they need through an ``input_dtype`` attribute (GPT sets int64).
+
+What it never does
+  It never changes the model beyond that temporary wrapping, and it never imports PyTorch.
+"""
+from __future__ import annotations
+
+import importlib
+import tracemalloc
+
+import numpy as np
+
+from .benchmarking import BenchmarkResult, benchmark
+
+__all__ = ["Profiler", "runtime_memory_stats"]
+
+
+def runtime_memory_stats() -> dict | None:
+    """The native runtime's allocator counters, or None when the runtime does not offer them.
+
+    Expected keys: ``bytes_in_use``, ``peak_bytes``, ``allocations``.
+    """
+    try:
+        native = importlib.import_module("tinytorch.native")
+    except Exception:
+        return None
+    fn = getattr(native, "memory_stats", None)
+    if fn is None:
+        return None
+    try:
+        stats = fn()
+    except Exception:  # library missing or failed to load: the counters do not exist
+        return None
+    if not isinstance(stats, dict) or "peak_bytes" not in stats:
+        return None
+    return stats
+
+
+def _reset_runtime_peak() -> bool:
+    try:
+        native = importlib.import_module("tinytorch.native")
+    except Exception:
+        return False
+    for name in ("reset_peak_memory_stats", "reset_memory_peak", "reset_peak_memory"):
+        fn = getattr(native, name, None)
+        if fn is not None:
+            try:
+                fn()
+                return True
+            except Exception:
+                return False
+    return False
+
+
+def _shape_of(x):
+    data = getattr(x, "data", x)
+    return tuple(np.shape(data))
+
+
+def _kind(module) -> str | None:
+    """Classify a module for FLOP counting by its class name and shape attributes."""
+    name = type(module).__name__
+    weight = getattr(module, "weight", None)
+    wshape = _shape_of(weight) if weight is not None else ()
+    if "Conv2d" in name and len(wshape) == 4:
+        return "conv2d"
+    if name == "MultiHeadAttention" or name.endswith("Attention"):
+        return "attention"
+    if name.endswith("Linear") and len(wshape) == 2:
+        return "linear"
+    return None
+
+
+def _module_flops(module, kind: str, in_shapes: list, out_shape: tuple) -> int:
+    if hasattr(module, "flops") and callable(module.flops):
+        return int(module.flops(in_shapes, out_shape))
+    if kind == "linear":
+        in_features = _shape_of(module.weight)[0]
+        rows = int(np.prod(in_shapes[0][:-1])) if in_shapes[0] else 1
+        return 2 * rows * in_features * int(out_shape[-1])
+    if kind == "conv2d":
+        out_ch, in_ch_per_group, kh, kw = _shape_of(module.weight)
+        n, _, oh, ow = out_shape
+        return 2 * n * oh * ow * out_ch * in_ch_per_group * kh * kw
+    if kind == "attention":
+        # Scores (B,H,T,d)x(B,H,d,S) and weighted sum (B,H,T,S)x(B,H,S,d): 2 GEMMs of
+        # B*T*S*E multiply-adds each. The projections are separate Linear modules.
+        q = in_shapes[0]
+        kv = in_shapes[1] if len(in_shapes) > 1 and in_shapes[1] else q
+        b, t, e = q[0], q[1], q[2]
+        s = kv[1]
+        return 2 * 2 * b * t * s * e
+    return 0
+
+
+class Profiler:
+    """Measures a model: parameter count, FLOPs, peak memory and latency."""
+
+    # -- parameters -------------------------------------------------------------------------
+    @staticmethod
+    def count_parameters(model, trainable_only: bool = False) -> int:
+        params = model.parameters() if hasattr(model, "parameters") else model
+        seen, total = set(), 0
+        for p in params:
+            if id(p) in seen:  # tied weights count once
+                continue
+            seen.add(id(p))
+            if trainable_only and not getattr(p, "requires_grad", True):
+                continue
+            total += int(np.size(getattr(p, "data", p)))
+        return total
+
+    # -- FLOPs ------------------------------------------------------------------------------
+    def flop_breakdown(self, model, input_shape, dtype=None) -> dict:
+        """FLOPs of one forward pass on ``input_shape``, per module name (summed over calls)."""
+        if not hasattr(model, "named_modules"):
+            raise TypeError(f"count_flops needs a Layer with named_modules(), got {type(model).__name__}")
+        if isinstance(input_shape, int):
+            input_shape = (input_shape,)
+        input_shape = tuple(int(s) for s in input_shape)
+        if any(s < 0 for s in input_shape):
+            raise ValueError(f"input_shape must be non-negative, got {input_shape}")
+        dtype = np.dtype(dtype if dtype is not None else getattr(model, "input_dtype", np.float32))
+
+        counts: dict[str, int] = {}
+        wrapped = []
+        attention_names = []
+        for name, module in model.named_modules():
+            kind = _kind(module)
+            if kind is None and not (hasattr(module, "flops") and callable(module.flops)):
+                continue
+            if kind == "attention":
+                attention_names.append(name)
+            kind = kind or "custom"
+
+            def make_wrapper(module=module, name=name, kind=kind, original=module.forward):
+                def forward(*args, **kwargs):
+                    out = original(*args, **kwargs)
+                    in_shapes = [_shape_of(a) for a in args]
+                    first = out[0] if isinstance(out, tuple) else out
+                    counts[name] = counts.get(name, 0) + _module_flops(module, kind, in_shapes, _shape_of(first))
+                    return out
+                return forward
+
+            had_instance_forward = "forward" in vars(module)
+            wrapped.append((module, had_instance_forward, vars(module).get("forward")))
+            module.forward = make_wrapper()
+        # Linear layers inside an attention module are counted on their own; a module nested
+        # inside a counted Linear/Conv (e.g. an adapter) would be counted twice, so count only
+        # the outermost GEMM-like module of each branch.
+        try:
+            from ..core.tensor import Tensor
+            from ..core.autograd import no_grad
+            x = Tensor(np.zeros(input_shape, dtype=dtype))
+            with no_grad():
+                model(x)
+        finally:
+            for module, had, prev in wrapped:
+                if had:
+                    module.forward = prev
+                else:
+                    del module.forward
+        names = sorted(counts)
+        keep = {}
+        for n in names:
+            parent_counted = any(n.startswith(p + ".") and p in counts and p not in attention_names
+                                 for p in names if p != n)
+            if not parent_counted:
+                keep[n] = counts[n]
+        return keep
+
+    def count_flops(self, model, input_shape, dtype=None) -> int:
+        """Total FLOPs of one forward pass (see the module docstring for what is counted)."""
+        return int(sum(self.flop_breakdown(model, input_shape, dtype).values()))
+
+    # -- memory -----------------------------------------------------------------------------
+    @staticmethod
+    def measure_memory(fn, *args, **kwargs) -> dict:
+        """Run ``fn(*args, **kwargs)`` once and report its peak memory.
+
+        Returns ``tracemalloc_peak_bytes`` (peak above the level at the start of the call),
+        ``runtime_peak_bytes``/``runtime_bytes_in_use``/``runtime_allocations`` from the native
+        runtime (None when unavailable), ``combined_peak_bytes`` (the two peaks added: an upper
+        bound on the true combined peak, since the two allocators need not peak together) and
+        ``result`` (what ``fn`` returned).
+        """
+        if not callable(fn):
+            raise TypeError(f"measure_memory needs a callable, got {type(fn).__name__}")
+        before_rt = runtime_memory_stats()
+        reset_ok = _reset_runtime_peak() if before_rt is not None else False
+        was_tracing = tracemalloc.is_tracing()
+        if not was_tracing:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        start_current, _ = tracemalloc.get_traced_memory()
+        try:
+            result = fn(*args, **kwargs)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
+        after_rt = runtime_memory_stats()
+        tm_peak = max(0, peak - start_current)
+        rt_peak = rt_in_use = rt_allocs = None
+        if before_rt is not None and after_rt is not None:
+            base = int(before_rt.get("bytes_in_use", 0))
+            # Without a peak reset the counter may hold an older, higher peak; the difference to
+            # the bytes in use at the start is then an upper bound for this call.
+            rt_peak = max(0, int(after_rt["peak_bytes"]) - base)
+            rt_in_use = int(after_rt.get("bytes_in_use", 0))
+            if "allocations" in after_rt and "allocations" in before_rt:
+                rt_allocs = int(after_rt["allocations"]) - int(before_rt["allocations"])
+        return {
+            "tracemalloc_peak_bytes": int(tm_peak),
+            "runtime_peak_bytes": rt_peak,
+            "runtime_bytes_in_use": rt_in_use,
+            "runtime_allocations": rt_allocs,
+            "runtime_available": rt_peak is not None,
+            "runtime_peak_exact": bool(reset_ok),
+            "combined_peak_bytes": int(tm_peak) + (rt_peak or 0),
+            "result": result,
+        }
+
+    # -- latency ----------------------------------------------------------------------------
+    @staticmethod
+    def measure_latency(fn, *args, warmup: int = 3, iterations: int = 20, **kwargs) -> BenchmarkResult:
+        """Time ``fn(*args)`` after ``warmup`` calls; the result (seconds) has ``median``,
+        ``p50``/``p90``/``p99``, ``mean``, ``std``, ``min``, ``max``; ``.median * 1e3`` is ms."""
+        return benchmark(fn, *args, warmup=warmup, iterations=iterations,
+                         name=f"latency of {getattr(fn, '__name__', type(fn).__name__)}", **kwargs)
+
+    def profile(self, model, input_shape, dtype=None, warmup: int = 2, iterations: int = 10) -> dict:
+        """Parameters, FLOPs, forward memory and latency of ``model`` on zeros of ``input_shape``."""
+        from ..core.tensor import Tensor
+        from ..core.autograd import no_grad
+        dtype = np.dtype(dtype if dtype is not None else getattr(model, "input_dtype", np.float32))
+        x = Tensor(np.zeros(tuple(input_shape), dtype=dtype))
+
+        def forward():
+            with no_grad():
+                return model(x)
+
+        latency = self.measure_latency(forward, warmup=warmup, iterations=iterations)
+        flops = self.count_flops(model, input_shape, dtype)
+        memory = self.measure_memory(forward)
+        memory.pop("result")
+        return {"parameters": self.count_parameters(model), "flops": flops,
+                "memory": memory, "latency": latency,
+                "gflops_per_s": flops / latency.median / 1e9 if latency.median > 0 else float("nan")}

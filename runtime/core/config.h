@@ -1,0 +1,34 @@
+/*
+ * config.h -- every tunable of the runtime in one place, each with the reason
+ * for its value. Kernels include this instead of hard-coding numbers.
+ */
+#pragma once
+
+/* Alignment of every storage allocation: one cache line, and enough for an
+ * aligned AVX-512 load. */
+#define TT_CONFIG_ALIGNMENT 64
+
+/* Storages at least this big ask the kernel for transparent huge pages
+ * (madvise MADV_HUGEPAGE): a fresh 40 MB buffer otherwise takes ~10k page
+ * faults on first touch. */
+#define TT_CONFIG_HUGEPAGE_MIN_BYTES (2 * 1024 * 1024)
+
+/* GEMM blocking (BLIS naming): the packed B panel KC x NC lives in L3/L2, the
+ * packed A block MC x KC in L2, one KC x NR sliver of B in L1. The micro-kernel
+ * register tile (MR x NR) is per ISA and lives beside each micro-kernel. */
+#ifndef TT_GEMM_MC
+#define TT_GEMM_MC 144
+#endif
+#ifndef TT_GEMM_KC
+#define TT_GEMM_KC 256
+#endif
+#ifndef TT_GEMM_NC
+#define TT_GEMM_NC 4080
+#endif
+
+/* Below this many multiply-adds (M*N*K) a GEMM runs on one thread: spawning
+ * OpenMP work costs more than it saves. */
+#define TT_GEMM_PARALLEL_MIN_FLOPS (64LL * 64 * 64)
+
+/* Elementwise kernels split rows across threads only above this many elements. */
+#define TT_ELEMENTWISE_PARALLEL_MIN (1LL << 16)

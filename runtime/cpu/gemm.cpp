@@ -1,0 +1,491 @@
+/*
+ * gemm.cpp -- tt_sgemm and tt_sgemm_strided_batched: the portable BLIS-style driver.
+ *
+ * What it owns: argument checking, cache blocking, packing, edge tiles and threads.
+ * What it leaves to others: the arithmetic of one MR x NR register tile, done by the
+ * micro-kernel of the active ISA (gemm_kernels.h), and the block sizes (core/config.h).
+ *
+ * Loop nest (BLIS naming), C = alpha op(A) op(B) + beta C, all row-major:
+ *
+ *   for jc in N step NC            -- a column block of C and of op(B)
+ *     for pc in K step KC          -- a rank-KC update
+ *       pack op(B)[pc:, jc:] into KC x NC, NR-wide panels        (shared, L3/L2)
+ *       for ic in M step MC        -- this thread's rows
+ *         pack op(A)[ic:, pc:] into MC x KC, MR-tall panels       (per thread, L2)
+ *         for jr in NC step NR     -- one KC x NR sliver of B stays in L1 ...
+ *           for ir in MC step MR   -- ... while the A slivers stream past it
+ *             micro-kernel(MR x NR tile of C)
+ *
+ * Transposes are absorbed by the packing routines (they read op(A)/op(B) in whichever
+ * order the storage has), so nothing is ever transposed separately. Packed panels are
+ * zero-padded to full MR / NR, and partial tiles of C go through a scratch tile, so the
+ * micro-kernels have no edge code. The first K block applies the caller's beta, later
+ * ones accumulate (beta = 1); beta == 0 never reads C.
+ *
+ * Threads (OpenMP): one parallel region per GEMM. The threads form a tm x tn grid
+ * chosen to balance padded work; they pack the shared B block together, then each
+ * computes its own rows (and, if tn > 1, its own column panels). Small problems run on
+ * one thread. Batched GEMMs with at least as many matrices as threads run one matrix
+ * per thread instead. Packing buffers are cached per thread (grown, never shrunk).
+ */
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/isa.h"
+#include "cpu/gemm_kernels.h"
+
+#if defined(TT_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
+namespace tt {
+
+/* ------------------------------------------------------------------------ */
+/* Argument checks                                                          */
+/* ------------------------------------------------------------------------ */
+
+bool gemm_matrix_extent(int64_t rows, int64_t cols, int64_t ld, int64_t *out) {
+    if (rows == 0 || cols == 0) {
+        *out = 0;
+        return true;
+    }
+    int64_t span = 0, bytes = 0;
+    if (mul_overflows(rows - 1, ld, &span) || add_overflows(span, cols, &span) ||
+        mul_overflows(span, (int64_t)sizeof(float), &bytes))
+        return false;
+    *out = span;
+    return true;
+}
+
+namespace {
+
+tt_status check_one_matrix(const char *fn, const char *name, const void *ptr, int64_t rows,
+                           int64_t cols, int64_t ld, const char *ld_name, const char *shape_note) {
+    const int64_t min_ld = std::max<int64_t>(1, cols);
+    if (ld < min_ld)
+        return fail(TT_ERR_INVALID_ARGUMENT,
+                    "%s: %s=%lld is too small: %s is stored %lld x %lld (%s), so %s must be >= %lld",
+                    fn, ld_name, (long long)ld, name, (long long)rows, (long long)cols, shape_note,
+                    ld_name, (long long)min_ld);
+    int64_t extent = 0;
+    if (!gemm_matrix_extent(rows, cols, ld, &extent))
+        return fail(TT_ERR_OVERFLOW,
+                    "%s: %s spans (%lld - 1) * %s=%lld + %lld elements, which overflows int64 bytes",
+                    fn, name, (long long)rows, ld_name, (long long)ld, (long long)cols);
+    if (ptr == nullptr && rows > 0 && cols > 0)
+        return fail(TT_ERR_NULL_POINTER, "%s: %s is NULL but is stored %lld x %lld (%s)", fn, name,
+                    (long long)rows, (long long)cols, shape_note);
+    return TT_OK;
+}
+
+}  // namespace
+
+tt_status gemm_check_args(const char *fn, const GemmArgs &g) {
+    if (g.M < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: M=%lld is negative", fn, (long long)g.M);
+    if (g.N < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: N=%lld is negative", fn, (long long)g.N);
+    if (g.K < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: K=%lld is negative", fn, (long long)g.K);
+    tt_status st = check_one_matrix(fn, "A", g.A, g.trans_a ? g.K : g.M, g.trans_a ? g.M : g.K,
+                                    g.lda, "lda", g.trans_a ? "transA=1: K x M" : "transA=0: M x K");
+    if (st != TT_OK) return st;
+    st = check_one_matrix(fn, "B", g.B, g.trans_b ? g.N : g.K, g.trans_b ? g.K : g.N, g.ldb, "ldb",
+                          g.trans_b ? "transB=1: N x K" : "transB=0: K x N");
+    if (st != TT_OK) return st;
+    return check_one_matrix(fn, "C", g.C, g.M, g.N, g.ldc, "ldc", "M x N");
+}
+
+void gemm_scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
+    for (int64_t i = 0; i < M; ++i) {
+        float *row = C + i * ldc;
+        if (beta == 0.0f) {
+            std::memset(row, 0, (size_t)N * sizeof(float));
+        } else if (beta != 1.0f) {
+            for (int64_t j = 0; j < N; ++j) row[j] *= beta;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Kernel choice and per-thread packing buffers                             */
+/* ------------------------------------------------------------------------ */
+
+namespace {
+
+const GemmMicroKernel *kernel_for(tt_isa isa) {
+    switch (isa) {
+#if defined(TT_HAVE_AVX512_KERNELS)
+        case TT_ISA_AVX512: return &kGemmKernelAvx512;
+#endif
+#if defined(TT_HAVE_AVX2_KERNELS)
+        case TT_ISA_AVX2: return &kGemmKernelAvx2;
+#endif
+#if defined(TT_HAVE_NEON_KERNELS)
+        case TT_ISA_NEON: return &kGemmKernelNeon;
+#endif
+        default: return &kGemmKernelScalar;
+    }
+}
+
+/* Kernel-path names are string literals: tt_last_kernel_path() may keep the pointer. */
+const char *path_name(tt_isa isa, bool batched) {
+    switch (isa) {
+        case TT_ISA_AVX512: return batched ? "sgemm_strided_batched:avx512" : "sgemm:avx512";
+        case TT_ISA_AVX2: return batched ? "sgemm_strided_batched:avx2" : "sgemm:avx2";
+        case TT_ISA_NEON: return batched ? "sgemm_strided_batched:neon" : "sgemm:neon";
+        default: return batched ? "sgemm_strided_batched:scalar" : "sgemm:scalar";
+    }
+}
+
+/* A 64-byte-aligned float buffer that only grows; one per thread per role. */
+class PackBuffer {
+public:
+    ~PackBuffer() { std::free(data_); }
+    float *reserve(int64_t count) {
+        if (count > capacity_) {
+            std::free(data_);
+            const size_t bytes = ((size_t)count * sizeof(float) + 63) & ~(size_t)63;
+            data_ = static_cast<float *>(std::aligned_alloc(64, bytes));
+            capacity_ = data_ ? count : 0;
+        }
+        return data_;
+    }
+
+private:
+    float *data_ = nullptr;
+    int64_t capacity_ = 0;
+};
+
+thread_local PackBuffer tls_pack_a;
+thread_local PackBuffer tls_pack_b;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* [begin, end) of part `index` when `count` items are split into `parts` near-equal runs. */
+inline void split_range(int64_t count, int parts, int index, int64_t *begin, int64_t *end) {
+    const int64_t base = count / parts, extra = count % parts;
+    *begin = index * base + std::min<int64_t>(index, extra);
+    *end = *begin + base + (index < extra ? 1 : 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Packing: op(A) and op(B) into zero-padded, k-major micro-panels          */
+/* ------------------------------------------------------------------------ */
+
+/* op(A)[i0 : i0+mlen, p0 : p0+klen] -> ceil(mlen/mr) panels of klen x mr. */
+void pack_a(const GemmArgs &g, int64_t i0, int64_t mlen, int64_t p0, int64_t klen, int mr,
+            float *dst) {
+    for (int64_t ip = 0; ip < mlen; ip += mr) {
+        const int rows = (int)std::min<int64_t>(mr, mlen - ip);
+        float *d = dst + ip * klen;
+        if (!g.trans_a) {
+            /* A row-major M x K: each row is contiguous in k. */
+            for (int r = 0; r < rows; ++r) {
+                const float *src = g.A + (i0 + ip + r) * g.lda + p0;
+                for (int64_t k = 0; k < klen; ++k) d[k * mr + r] = src[k];
+            }
+            for (int r = rows; r < mr; ++r)
+                for (int64_t k = 0; k < klen; ++k) d[k * mr + r] = 0.0f;
+        } else {
+            /* A stored K x M: op(A)[i][k] = A[k][i], contiguous in i. */
+            for (int64_t k = 0; k < klen; ++k) {
+                const float *src = g.A + (p0 + k) * g.lda + i0 + ip;
+                float *dk = d + k * mr;
+                for (int r = 0; r < rows; ++r) dk[r] = src[r];
+                for (int r = rows; r < mr; ++r) dk[r] = 0.0f;
+            }
+        }
+    }
+}
+
+/* Panels [q0, q1) of op(B)[p0 : p0+klen, j0 : j0+nlen], each klen x nr. */
+void pack_b(const GemmArgs &g, int64_t p0, int64_t klen, int64_t j0, int64_t nlen, int nr,
+            int64_t q0, int64_t q1, float *dst) {
+    for (int64_t q = q0; q < q1; ++q) {
+        const int64_t jp = q * nr;
+        const int cols = (int)std::min<int64_t>(nr, nlen - jp);
+        float *d = dst + jp * klen;
+        if (!g.trans_b) {
+            /* B row-major K x N: each k gives nr contiguous values. */
+            for (int64_t k = 0; k < klen; ++k) {
+                const float *src = g.B + (p0 + k) * g.ldb + j0 + jp;
+                float *dk = d + k * nr;
+                for (int c = 0; c < cols; ++c) dk[c] = src[c];
+                for (int c = cols; c < nr; ++c) dk[c] = 0.0f;
+            }
+        } else {
+            /* B stored N x K: op(B)[k][j] = B[j][k], each column j contiguous in k. */
+            for (int c = 0; c < cols; ++c) {
+                const float *src = g.B + (j0 + jp + c) * g.ldb + p0;
+                for (int64_t k = 0; k < klen; ++k) d[k * nr + c] = src[k];
+            }
+            for (int c = cols; c < nr; ++c)
+                for (int64_t k = 0; k < klen; ++k) d[k * nr + c] = 0.0f;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The blocked loop nest                                                    */
+/* ------------------------------------------------------------------------ */
+
+struct Blocking {
+    const GemmMicroKernel *uk;
+    int64_t mc, kc, nc;  /* block sizes, multiples of mr / nr */
+    int64_t k_blocks;    /* K split into this many near-equal blocks of <= kc */
+};
+
+Blocking make_blocking(const GemmMicroKernel *uk, int64_t K) {
+    Blocking b;
+    b.uk = uk;
+    b.mc = std::max<int64_t>(uk->mr, (TT_GEMM_MC / uk->mr) * uk->mr);
+    b.nc = std::max<int64_t>(uk->nr, (TT_GEMM_NC / uk->nr) * uk->nr);
+    /* Balance the K blocks (K = 300 becomes 150 + 150, not 256 + 44). */
+    b.k_blocks = std::max<int64_t>(1, ceil_div(K, TT_GEMM_KC));
+    b.kc = ceil_div(K, b.k_blocks);
+    return b;
+}
+
+/* Thread grid tm x tn (tm * tn == nt) with the least padded work per thread; ties go to
+ * more row-parallelism (threads then share the packed B and pack disjoint A). */
+void choose_grid(int nt, const GemmArgs &g, const Blocking &b, int *tm, int *tn) {
+    const int64_t m_panels = ceil_div(g.M, b.uk->mr);
+    const int64_t n_panels = ceil_div(std::min(g.N, b.nc), b.uk->nr);
+    int64_t best_cost = -1;
+    for (int rows = nt; rows >= 1; --rows) {
+        if (nt % rows) continue;
+        const int cols = nt / rows;
+        const int64_t cost = ceil_div(m_panels, rows) * ceil_div(n_panels, cols);
+        if (best_cost < 0 || cost < best_cost) {
+            best_cost = cost;
+            *tm = rows;
+            *tn = cols;
+        }
+    }
+}
+
+/* What thread `tid` of `nt` computes. Every thread of the team must call this (it
+ * contains barriers); with nt == 1 the barriers are no-ops. */
+void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *packed_a, int tid,
+                 int nt) {
+    const GemmMicroKernel &uk = *b.uk;
+    const int mr = uk.mr, nr = uk.nr;
+    int tm = 1, tn = 1;
+    choose_grid(nt, g, b, &tm, &tn);
+    const int row_part = tid / tn, col_part = tid % tn;
+
+    int64_t mp0, mp1;
+    split_range(ceil_div(g.M, mr), tm, row_part, &mp0, &mp1);
+    const int64_t m_begin = mp0 * mr, m_end = std::min(g.M, mp1 * mr);
+
+    alignas(64) float scratch[kGemmMaxMR * kGemmMaxNR];
+
+    for (int64_t jc = 0; jc < g.N; jc += b.nc) {
+        const int64_t nlen = std::min(b.nc, g.N - jc);
+        const int64_t n_panels = ceil_div(nlen, nr);
+        int64_t q_begin, q_end;
+        split_range(n_panels, tn, col_part, &q_begin, &q_end);
+
+        int64_t pc = 0;
+        for (int64_t kb = 0; kb < b.k_blocks; ++kb) {
+            const int64_t klen = std::min(b.kc, g.K - pc);
+            /* All threads pack the shared B block together, then wait for each other. */
+            int64_t pb0, pb1;
+            split_range(n_panels, nt, tid, &pb0, &pb1);
+            pack_b(g, pc, klen, jc, nlen, nr, pb0, pb1, packed_b);
+#if defined(TT_HAVE_OPENMP)
+#pragma omp barrier
+#endif
+            const float beta = (kb == 0) ? g.beta : 1.0f;
+            for (int64_t ic = m_begin; ic < m_end; ic += b.mc) {
+                const int64_t mlen = std::min(b.mc, m_end - ic);
+                pack_a(g, ic, mlen, pc, klen, mr, packed_a);
+                for (int64_t q = q_begin; q < q_end; ++q) {
+                    const int64_t jr = q * nr;
+                    const int cols = (int)std::min<int64_t>(nr, nlen - jr);
+                    const float *bp = packed_b + jr * klen;
+                    for (int64_t ir = 0; ir < mlen; ir += mr) {
+                        const int rows = (int)std::min<int64_t>(mr, mlen - ir);
+                        const float *ap = packed_a + ir * klen;
+                        float *c = g.C + (ic + ir) * g.ldc + jc + jr;
+                        if (rows == mr && cols == nr) {
+                            uk.fn(klen, ap, bp, c, g.ldc, g.alpha, beta);
+                            continue;
+                        }
+                        /* Edge tile: full tile into scratch, then merge the valid part. */
+                        uk.fn(klen, ap, bp, scratch, nr, g.alpha, 0.0f);
+                        for (int i = 0; i < rows; ++i) {
+                            float *ci = c + i * g.ldc;
+                            const float *si = scratch + i * nr;
+                            if (beta == 0.0f) {
+                                for (int j = 0; j < cols; ++j) ci[j] = si[j];
+                            } else {
+                                for (int j = 0; j < cols; ++j) ci[j] = si[j] + beta * ci[j];
+                            }
+                        }
+                    }
+                }
+            }
+            pc += klen;
+            /* Nobody may repack B while another thread still reads it. */
+#if defined(TT_HAVE_OPENMP)
+#pragma omp barrier
+#endif
+        }
+    }
+}
+
+/* One GEMM on up to `threads` threads. Arguments are already checked. Returns
+ * TT_ERR_OUT_OF_MEMORY without recording a message (the caller's thread must do it). */
+tt_status run_gemm(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
+    if (g.M == 0 || g.N == 0) return TT_OK;
+    if (g.K == 0 || g.alpha == 0.0f) {
+        gemm_scale_c(g.M, g.N, g.beta, g.C, g.ldc);
+        return TT_OK;
+    }
+    const Blocking b = make_blocking(uk, g.K);
+    const int64_t b_floats = b.kc * ceil_div(std::min(g.N, b.nc), uk->nr) * uk->nr;
+    const int64_t a_floats = b.kc * std::min(b.mc, ceil_div(g.M, uk->mr) * uk->mr);
+
+    const double work = (double)g.M * (double)g.N * (double)g.K;
+    const int64_t tiles = ceil_div(g.M, uk->mr) * ceil_div(std::min(g.N, b.nc), uk->nr);
+    int nt = threads;
+    if (work < (double)TT_GEMM_PARALLEL_MIN_FLOPS) nt = 1;
+    if (nt > tiles) nt = (int)std::max<int64_t>(1, tiles);
+
+    float *packed_b = tls_pack_b.reserve(b_floats);
+    if (packed_b == nullptr) return TT_ERR_OUT_OF_MEMORY;
+    if (nt == 1) {
+        float *packed_a = tls_pack_a.reserve(a_floats);
+        if (packed_a == nullptr) return TT_ERR_OUT_OF_MEMORY;
+        gemm_worker(g, b, packed_b, packed_a, 0, 1);
+        return TT_OK;
+    }
+#if defined(TT_HAVE_OPENMP)
+    int out_of_memory = 0;
+#pragma omp parallel num_threads(nt)
+    {
+        /* The team may be smaller than asked (nested region, thread limit): use its real size. */
+        const int team = omp_get_num_threads();
+        const int tid = omp_get_thread_num();
+        float *packed_a = tls_pack_a.reserve(a_floats);
+        if (packed_a == nullptr) {
+#pragma omp atomic write
+            out_of_memory = 1;
+        }
+#pragma omp barrier
+        int failed;
+#pragma omp atomic read
+        failed = out_of_memory;
+        if (!failed) gemm_worker(g, b, packed_b, packed_a, tid, team);
+    }
+    return out_of_memory ? TT_ERR_OUT_OF_MEMORY : TT_OK;
+#else
+    return TT_ERR_INTERNAL; /* unreachable: num_threads() is 1 without OpenMP */
+#endif
+}
+
+tt_status out_of_memory(const char *fn, const GemmArgs &g) {
+    return fail(TT_ERR_OUT_OF_MEMORY,
+                "%s: could not allocate GEMM packing buffers (M=%lld, N=%lld, K=%lld)", fn,
+                (long long)g.M, (long long)g.N, (long long)g.K);
+}
+
+}  // namespace
+}  // namespace tt
+
+/* ------------------------------------------------------------------------ */
+/* Public entry points                                                      */
+/* ------------------------------------------------------------------------ */
+
+extern "C" TT_API tt_status tt_sgemm(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                                     float alpha, const float *A, int64_t lda, const float *B,
+                                     int64_t ldb, float beta, float *C, int64_t ldc) {
+    static const char *kFn = "tt_sgemm";
+    const tt::GemmArgs g{transA != 0, transB != 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+    tt_status st = tt::gemm_check_args(kFn, g);
+    if (st != TT_OK) return st;
+    const tt_isa isa = tt::active_isa();
+    tt::set_kernel_path(tt::path_name(isa, false));
+    st = tt::run_gemm(g, tt::kernel_for(isa), tt::num_threads());
+    return st == TT_OK ? TT_OK : tt::out_of_memory(kFn, g);
+}
+
+extern "C" TT_API tt_status tt_sgemm_strided_batched(
+    int transA, int transB, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+    int64_t lda, int64_t strideA, const float *B, int64_t ldb, int64_t strideB, float beta,
+    float *C, int64_t ldc, int64_t strideC, int64_t batch) {
+    static const char *kFn = "tt_sgemm_strided_batched";
+    if (batch < 0)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: batch=%lld is negative", kFn, (long long)batch);
+    if (strideA < 0 || strideB < 0 || strideC < 0)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT,
+                        "%s: strides must be >= 0, got strideA=%lld strideB=%lld strideC=%lld", kFn,
+                        (long long)strideA, (long long)strideB, (long long)strideC);
+    const tt::GemmArgs g{transA != 0, transB != 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+    tt_status st = tt::gemm_check_args(kFn, g);
+    if (st != TT_OK) return st;
+
+    /* The last matrix must be addressable: (batch-1)*stride + extent fits in int64 bytes. */
+    const struct {
+        const char *name;
+        int64_t rows, cols, ld, stride;
+    } mats[3] = {{"A", g.trans_a ? K : M, g.trans_a ? M : K, lda, strideA},
+                 {"B", g.trans_b ? N : K, g.trans_b ? K : N, ldb, strideB},
+                 {"C", M, N, ldc, strideC}};
+    for (const auto &m : mats) {
+        int64_t extent = 0, span = 0, bytes = 0;
+        tt::gemm_matrix_extent(m.rows, m.cols, m.ld, &extent);
+        if (batch > 0 && extent > 0 &&
+            (tt::mul_overflows(batch - 1, m.stride, &span) || tt::add_overflows(span, extent, &span) ||
+             tt::mul_overflows(span, (int64_t)sizeof(float), &bytes)))
+            return tt::fail(TT_ERR_OVERFLOW,
+                            "%s: batch=%lld matrices of %s with stride%s=%lld overflow int64 bytes",
+                            kFn, (long long)batch, m.name, m.name, (long long)m.stride);
+    }
+    /* The C matrices must be disjoint: either stacked (strideC >= whole matrix) or
+     * interleaved row by row (all batch rows fit inside one ldc). */
+    if (batch > 1 && M > 0 && N > 0) {
+        const bool stacked = strideC >= (M - 1) * ldc + N;
+        const bool interleaved = strideC >= N && (batch - 1) * strideC + N <= ldc;
+        if (!stacked && !interleaved)
+            return tt::fail(TT_ERR_INVALID_ARGUMENT,
+                            "%s: the %lld C matrices overlap (M=%lld, N=%lld, ldc=%lld, strideC=%lld)",
+                            kFn, (long long)batch, (long long)M, (long long)N, (long long)ldc,
+                            (long long)strideC);
+    }
+
+    const tt_isa isa = tt::active_isa();
+    tt::set_kernel_path(tt::path_name(isa, true));
+    if (batch == 0 || M == 0 || N == 0) return TT_OK;
+    const tt::GemmMicroKernel *uk = tt::kernel_for(isa);
+    const int threads = tt::num_threads();
+
+    auto matrix = [&](int64_t i) {
+        tt::GemmArgs gi = g;
+        gi.A = A ? A + i * strideA : nullptr;
+        gi.B = B ? B + i * strideB : nullptr;
+        gi.C = C + i * strideC;
+        return gi;
+    };
+
+    const double work = (double)M * (double)N * (double)K * (double)batch;
+    if (threads > 1 && batch >= threads && work >= (double)TT_GEMM_PARALLEL_MIN_FLOPS) {
+#if defined(TT_HAVE_OPENMP)
+        /* Enough matrices to keep every thread busy: one whole matrix per thread. */
+        int failed = 0;
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+        for (int64_t i = 0; i < batch; ++i) {
+            if (tt::run_gemm(matrix(i), uk, 1) != TT_OK) {
+#pragma omp atomic write
+                failed = 1;
+            }
+        }
+        return failed ? tt::out_of_memory(kFn, g) : TT_OK;
+#endif
+    }
+    for (int64_t i = 0; i < batch; ++i)
+        if (tt::run_gemm(matrix(i), uk, threads) != TT_OK) return tt::out_of_memory(kFn, g);
+    return TT_OK;
+}

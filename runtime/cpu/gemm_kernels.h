@@ -1,0 +1,80 @@
+/*
+ * gemm_kernels.h -- private: the fixed micro-kernel contract between the portable
+ * GEMM driver (gemm.cpp) and the per-ISA micro-kernels (gemm_kernel_<isa>.cpp).
+ *
+ * The driver owns blocking, packing, edge tiles and threads. A micro-kernel owns
+ * one MR x NR tile of C and nothing else:
+ *
+ *     C[i][j] = alpha * sum_{k < kc} a[k*MR + i] * b[k*NR + j]  +  beta * C[i][j]
+ *
+ *   a  : kc x MR packed sliver of op(A) (k-major, MR values per k), 64-byte aligned
+ *   b  : kc x NR packed sliver of op(B) (k-major, NR values per k), 64-byte aligned
+ *   c  : top-left of the tile, row-major with row stride ldc (any alignment)
+ *   beta == 0 means C is write-only: it is never read, so NaN in C cannot leak.
+ *
+ * The tile is always full: the driver zero-pads packed slivers and routes partial
+ * tiles through a scratch tile, so kernels have no edge code. kc may be 0.
+ * Each ISA file defines one GemmMicroKernel constant; its code is compiled with
+ * that ISA's flags and only called after run-time detection (runtime/core/isa.h).
+ */
+#pragma once
+
+#include <cstdint>
+
+#include "tinytorch/tinytorch.h"
+
+namespace tt {
+
+using GemmMicroKernelFn = void (*)(int64_t kc, const float *a, const float *b, float *c,
+                                   int64_t ldc, float alpha, float beta);
+
+struct GemmMicroKernel {
+    const char *isa_name; /* "scalar", "avx2", ... : the suffix of the kernel path */
+    int mr;               /* rows of the register tile    */
+    int nr;               /* columns of the register tile */
+    GemmMicroKernelFn fn;
+};
+
+/* The largest tile any kernel uses (sizes the driver's scratch tile). */
+constexpr int kGemmMaxMR = 16;
+constexpr int kGemmMaxNR = 32;
+
+extern const GemmMicroKernel kGemmKernelScalar;
+#if defined(TT_HAVE_AVX2_KERNELS)
+extern const GemmMicroKernel kGemmKernelAvx2;
+#endif
+#if defined(TT_HAVE_AVX512_KERNELS)
+extern const GemmMicroKernel kGemmKernelAvx512;
+#endif
+#if defined(TT_HAVE_NEON_KERNELS)
+extern const GemmMicroKernel kGemmKernelNeon;
+#endif
+
+/* Shared by tt_sgemm, tt_sgemm_reference and tt_sgemm_strided_batched: validates one
+ * GEMM's arguments (signs, leading dimensions, NULL pointers, overflow of the extents)
+ * and records a message naming the argument on failure. */
+struct GemmArgs {
+    bool trans_a, trans_b;
+    int64_t M, N, K;
+    float alpha;
+    const float *A;
+    int64_t lda;
+    const float *B;
+    int64_t ldb;
+    float beta;
+    float *C;
+    int64_t ldc;
+};
+
+/* Elements spanned by a rows x cols matrix with leading dimension ld (0 if empty);
+ * false on int64 overflow. */
+bool gemm_matrix_extent(int64_t rows, int64_t cols, int64_t ld, int64_t *out);
+
+/* TT_OK, or the failing status after tt::fail() recorded "<fn>: <what is wrong>". */
+tt_status gemm_check_args(const char *fn, const GemmArgs &g);
+
+/* C = beta * C over M x N (beta == 0 writes zeros without reading C): the whole
+ * result when alpha == 0 or K == 0. */
+void gemm_scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc);
+
+}  // namespace tt

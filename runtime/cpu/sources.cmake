@@ -1,0 +1,45 @@
+# Kernel sources of libtinytorch (GEMM driver + micro-kernels, fused bias-GELU).
+#
+# Included by the top-level CMakeLists.txt after add_library(tinytorch ...). Generic
+# files are compiled for the baseline of the architecture (plain x86-64 / AArch64);
+# only the *_avx2 / *_avx512 / *_neon files get ISA flags, and the library calls them
+# only after run-time detection says the CPU has that ISA (runtime/core/isa.h).
+set(TT_CPU_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+target_sources(tinytorch PRIVATE
+  ${TT_CPU_DIR}/gemm.cpp
+  ${TT_CPU_DIR}/gemm_reference.cpp
+  ${TT_CPU_DIR}/gemm_kernel_scalar.cpp
+  ${TT_CPU_DIR}/bias_gelu.cpp
+  ${TT_CPU_DIR}/bias_gelu_reference.cpp
+)
+
+if(TT_ARCH_X86)
+  target_sources(tinytorch PRIVATE
+    ${TT_CPU_DIR}/gemm_kernel_avx2.cpp
+    ${TT_CPU_DIR}/gemm_kernel_avx512.cpp
+    ${TT_CPU_DIR}/bias_gelu_avx2.cpp
+    ${TT_CPU_DIR}/bias_gelu_avx512.cpp
+  )
+  if(MSVC)
+    set(TT_AVX2_FLAGS "/arch:AVX2")
+    set(TT_AVX512_FLAGS "/arch:AVX512")
+  else()
+    set(TT_AVX2_FLAGS "-mavx2;-mfma;-mf16c")
+    set(TT_AVX512_FLAGS "-mavx512f;-mavx512vl;-mavx512bw;-mavx512dq;-mavx2;-mfma;-mf16c")
+  endif()
+  set_source_files_properties(
+    ${TT_CPU_DIR}/gemm_kernel_avx2.cpp
+    ${TT_CPU_DIR}/bias_gelu_avx2.cpp
+    PROPERTIES COMPILE_OPTIONS "${TT_AVX2_FLAGS}")
+  set_source_files_properties(
+    ${TT_CPU_DIR}/gemm_kernel_avx512.cpp
+    ${TT_CPU_DIR}/bias_gelu_avx512.cpp
+    PROPERTIES COMPILE_OPTIONS "${TT_AVX512_FLAGS}")
+elseif(TT_ARCH_ARM64)
+  # NEON (Advanced SIMD) is part of the AArch64 baseline: no extra flags needed.
+  target_sources(tinytorch PRIVATE
+    ${TT_CPU_DIR}/gemm_kernel_neon.cpp
+    ${TT_CPU_DIR}/bias_gelu_neon.cpp
+  )
+endif()

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what the tests need, then runs
+#   1. ctest on a Release build of the runtime (C tests + an out-of-tree install consumer),
+#   2. ctest on an AddressSanitizer + UndefinedBehaviorSanitizer build,
+#   3. pytest on everything under tests/,
+#   4. the native-kernel tests again under every instruction set this CPU supports.
+# Run it from the repository root: `bash tests/run_all.sh`. Any failure stops it with a
+# non-zero exit. Set TT_SKIP_INSTALL=1 to reuse an environment that is already set up.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python}
+JOBS=${JOBS:-2}
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+if [ "${TT_SKIP_INSTALL:-0}" != "1" ]; then
+  step "install the package (editable) with its test dependencies"
+  "$PY" -m pip install --quiet -e ".[test]"
+fi
+
+step "ctest: Release build"
+cmake -S . -B build/ctest-release -G Ninja -DCMAKE_BUILD_TYPE=Release > build-ctest-release.log 2>&1 \
+  || { cat build-ctest-release.log; exit 1; }
+cmake --build build/ctest-release -j "$JOBS"
+ctest --test-dir build/ctest-release --output-on-failure -j "$JOBS"
+
+step "ctest: sanitizer build (address + undefined)"
+cmake -S . -B build/ctest-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTT_SANITIZE=ON > build-ctest-asan.log 2>&1 \
+  || { cat build-ctest-asan.log; exit 1; }
+cmake --build build/ctest-asan -j "$JOBS"
+# The install-consumer test links the sanitized library into a plain program: skip it here.
+ctest --test-dir build/ctest-asan --output-on-failure -j "$JOBS" -E install_consumer
+rm -f build-ctest-release.log build-ctest-asan.log
+
+run_pytest() {
+  set +e
+  "$PY" -m pytest "$@"
+  local rc=$?
+  set -e
+  if [ $rc -eq 5 ]; then
+    echo "pytest collected no tests for: $* (that is a failure here)" >&2
+    exit 1
+  elif [ $rc -ne 0 ]; then
+    exit $rc
+  fi
+}
+
+step "pytest: the whole suite"
+run_pytest -q tests
+
+for isa in $("$PY" -c "import tinytorch.native as n; i = n.info(); print(' '.join(x for x in i['isa_detected'] if x in i['isas_compiled']))"); do
+  step "pytest: native kernels with TINYTORCH_ISA=$isa"
+  TINYTORCH_ISA=$isa run_pytest -q tests/native tests/extensions/test_simd_ops.py
+done
+
+echo
+echo "all test stages passed"
