@@ -6,9 +6,9 @@ carries the library's own message (tt_last_error()).
 
 Where the library is looked for, in order:
   1. the path in the environment variable TINYTORCH_LIB (and only there, if set);
-  2. beside this file (a regular install, or an editable build, which writes the
-     library into the source package folder);
-  3. importlib.resources.files("tinytorch"), which editable "redirect" installs resolve.
+  2. beside this file (a regular install);
+  3. _lib_editable/ beside this file (an editable build writes it there, in the source tree);
+  4. importlib.resources.files("tinytorch"), which editable "redirect" installs resolve.
 
 Never raises on import: if the library is missing, is not a loadable library, or
 lacks a symbol, `lib` is None and `reason()` says why, so every caller can fall
@@ -125,6 +125,7 @@ def _candidates() -> list[str]:
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
     found = [os.path.join(here, n) for n in _library_names()]
+    found += [os.path.join(here, "_lib_editable", n) for n in _library_names()]
     try:
         from importlib.resources import files
         pkg = files("tinytorch")

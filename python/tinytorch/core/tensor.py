@@ -520,10 +520,10 @@ class MatMul(Function):
         need = self.needs_input_grad
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
-        if a.ndim == 1:
-            g = np.expand_dims(g, -2)
         if b.ndim == 1:
             g = np.expand_dims(g, -1)
+        if a.ndim == 1:
+            g = np.expand_dims(g, -2)
         ga = gb = None
         if a2.ndim == 2 and b2.ndim == 2:
             if need[0]:

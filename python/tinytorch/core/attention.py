@@ -1,0 +1,268 @@
+"""Attention: scaled dot-product attention and multi-head attention.
+
+What this file owns
+  scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, dropout_p=0.0)
+      softmax(q k^T * scale + mask) v over [..., seq, dim] (usually [batch, heads, seq, dim]),
+      as one autograd Function: the forward keeps only the attention probabilities, the
+      backward is the textbook one
+          dV = P^T dO,   dP = dO V^T,   dS = P * (dP - rowsum(dP * P)),   dQ = dS K s,  dK = dS^T Q s
+      Every product is a batched matmul through ``acceleration.matmul``.
+      The softmax subtracts the row maximum first, so scores of any size never overflow; a row
+      whose keys are all masked out gives zeros (not NaN) and passes no gradient.
+      Masks follow PyTorch's ``scaled_dot_product_attention``: a bool mask is True where a query
+      MAY attend; a float mask is added to the scores. ``causal=True`` lets query i see keys
+      0..i (top-left aligned, like PyTorch's ``is_causal``).
+  causal_mask(seq_len, kv_len=None)  bool [seq_len, kv_len], True where attention is allowed;
+      with kv_len > seq_len the queries are the *last* seq_len positions (what incremental
+      decoding with a KV cache needs).
+  MultiHeadAttention(embed_dim, num_heads, bias=True, dropout=0.0)
+      q_proj, k_proj, v_proj, out_proj are ordinary ``Linear`` layers (so tools can find and
+      replace them by name). Inputs are batch-first [batch, seq, embed]. ``attn_mask`` and
+      ``key_padding_mask`` follow ``nn.MultiheadAttention``: a bool True there means "may NOT
+      attend" (the opposite of the SDPA convention, exactly as in PyTorch); float masks add.
+      ``kv_cache`` (see kv_cache.py) appends this call's keys/values and attends over all of them.
+
+What it never does
+  It never materialises anything larger than the [..., seq_q, seq_k] probabilities, and it
+  never edits its inputs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import acceleration as _acc
+from .autograd import Function
+from .layers import Dropout, Layer, Linear
+from .random import get_generator
+from .tensor import Tensor
+
+__all__ = ["scaled_dot_product_attention", "ScaledDotProductAttention", "causal_mask",
+           "MultiHeadAttention", "stable_softmax"]
+
+
+def stable_softmax(scores: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Softmax that tolerates +-large and -inf scores; an all -inf row becomes zeros."""
+    m = np.max(scores, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0).astype(scores.dtype, copy=False)
+    e = np.exp(scores - m)
+    s = np.sum(e, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = e / s
+    return np.where(s > 0, p, 0.0).astype(scores.dtype, copy=False)
+
+
+def causal_mask(seq_len: int, kv_len: int | None = None) -> np.ndarray:
+    """Bool [seq_len, kv_len]: True where query i may attend key j (j <= i + kv_len - seq_len)."""
+    if not isinstance(seq_len, (int, np.integer)) or seq_len < 0:
+        raise ValueError(f"causal_mask: seq_len must be a non-negative int, got {seq_len!r}")
+    kv_len = seq_len if kv_len is None else kv_len
+    if kv_len < seq_len:
+        raise ValueError(f"causal_mask: kv_len ({kv_len}) must be >= seq_len ({seq_len})")
+    return np.tril(np.ones((seq_len, kv_len), dtype=bool), k=kv_len - seq_len)
+
+
+def _swap(a: np.ndarray) -> np.ndarray:
+    return np.swapaxes(a, -1, -2)
+
+
+class ScaledDotProductAttention(Function):
+    """The whole of softmax(q k^T s + mask) v as one differentiable operation."""
+
+    def forward(self, q, k, v, mask, causal, scale, dropout_p):
+        scores = _acc.matmul(q, _swap(k))
+        scores *= np.asarray(scale, dtype=scores.dtype)
+        if mask is not None:
+            if mask.dtype == np.bool_:
+                scores = np.where(mask, scores, -np.inf).astype(scores.dtype, copy=False)
+            else:
+                scores = scores + mask.astype(scores.dtype, copy=False)
+        if causal:
+            l, s = scores.shape[-2], scores.shape[-1]
+            scores = np.where(np.tril(np.ones((l, s), dtype=bool)), scores, -np.inf).astype(scores.dtype, copy=False)
+        p = stable_softmax(scores)
+        if dropout_p > 0.0:
+            keep = get_generator().random(p.shape, dtype=np.float32) >= dropout_p
+            self.drop = keep.astype(p.dtype) * np.asarray(1.0 / (1.0 - dropout_p), dtype=p.dtype)
+            p_used = p * self.drop
+        else:
+            self.drop = None
+            p_used = p
+        self.q, self.k, self.v, self.p, self.p_used, self.scale = q, k, v, p, p_used, scale
+        return _acc.matmul(p_used, v)
+
+    def backward(self, grad_output):
+        need = self.needs_input_grad
+        p, scale = self.p, self.scale
+        dq = dk = dv = None
+        if need[2]:
+            dv = _acc.matmul(_swap(self.p_used), grad_output)
+        if need[0] or need[1]:
+            dp = _acc.matmul(grad_output, _swap(self.v))
+            if self.drop is not None:
+                dp = dp * self.drop
+            ds = p * (dp - np.sum(dp * p, axis=-1, keepdims=True))
+            ds *= np.asarray(scale, dtype=ds.dtype)
+            if need[0]:
+                dq = _acc.matmul(ds, self.k)
+            if need[1]:
+                dk = _acc.matmul(_swap(ds), self.q)
+        return dq, dk, dv
+
+
+def _as_tensor(x, name):
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, np.ndarray):
+        return Tensor(x)
+    raise TypeError(f"scaled_dot_product_attention: {name} must be a Tensor or ndarray, got {type(x).__name__}")
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, causal: bool = False, scale: float | None = None,
+                                 dropout_p: float = 0.0):
+    """softmax(q k^T / sqrt(d) + mask) v for q [..., L, d], k [..., S, d], v [..., S, dv].
+
+    Tensors in give a Tensor out (differentiable in q, k, v); arrays in give an array out.
+    """
+    arrays_in = not isinstance(q, Tensor)
+    q, k, v = _as_tensor(q, "q"), _as_tensor(k, "k"), _as_tensor(v, "v")
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ValueError(f"attention needs [..., seq, dim] inputs, got q {q.shape}, k {k.shape}, v {v.shape}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"attention: q and k must share the last dim, got q {q.shape} and k {k.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"attention: k and v must have the same number of keys, got k {k.shape} and v {v.shape}")
+    try:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(f"attention: batch dims do not broadcast: q {q.shape}, k {k.shape}, v {v.shape}") from None
+    l, s = q.shape[-2], k.shape[-2]
+    if mask is not None:
+        mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        try:
+            np.broadcast_shapes(mask.shape, batch + (l, s))
+        except ValueError:
+            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores "
+                             f"{batch + (l, s)}") from None
+        if mask.dtype != np.bool_ and mask.dtype.kind != "f":
+            raise TypeError(f"attention: mask must be bool or float, got {mask.dtype}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    out = ScaledDotProductAttention.apply(q, k, v, mask=mask, causal=bool(causal), scale=scale,
+                                          dropout_p=float(dropout_p))
+    return out.data if arrays_in else out
+
+
+class MultiHeadAttention(Layer):
+    """Multi-head attention with separate q/k/v/out projections (all ``Linear``)."""
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
+        if not isinstance(embed_dim, (int, np.integer)) or embed_dim < 1:
+            raise ValueError(f"MultiHeadAttention: embed_dim must be a positive int, got {embed_dim!r}")
+        if not isinstance(num_heads, (int, np.integer)) or num_heads < 1:
+            raise ValueError(f"MultiHeadAttention: num_heads must be a positive int, got {num_heads!r}")
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by num_heads "
+                             f"{num_heads}")
+        self.embed_dim, self.num_heads = int(embed_dim), int(num_heads)
+        self.head_dim = self.embed_dim // self.num_heads
+        self.dropout = float(dropout)
+        self.q_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        return x.reshape(b, t, self.num_heads, self.head_dim).transpose(0, 2, 1, 3)
+
+    @staticmethod
+    def _pytorch_mask(attn_mask, key_padding_mask, b, l, s):
+        """Combine PyTorch-style masks (bool True = blocked) into one SDPA mask, or None."""
+        combined = None
+        if attn_mask is not None:
+            m = attn_mask.data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+            if m.shape not in ((l, s),) and not (m.ndim == 4 and m.shape[-2:] == (l, s)):
+                raise ValueError(f"MultiHeadAttention: attn_mask must be [{l}, {s}] or [B, H, {l}, {s}], "
+                                 f"got {m.shape}")
+            combined = ~m if m.dtype == np.bool_ else m.astype(np.float32)
+        if key_padding_mask is not None:
+            kp = key_padding_mask.data if isinstance(key_padding_mask, Tensor) else np.asarray(key_padding_mask)
+            if kp.shape != (b, s):
+                raise ValueError(f"MultiHeadAttention: key_padding_mask must be [{b}, {s}], got {kp.shape}")
+            kp = kp[:, None, None, :]
+            kp = ~kp if kp.dtype == np.bool_ else kp.astype(np.float32)
+            if combined is None:
+                combined = kp
+            elif combined.dtype == np.bool_ and kp.dtype == np.bool_:
+                combined = combined & kp
+            else:
+                to_float = lambda a: np.where(a, 0.0, -np.inf).astype(np.float32) if a.dtype == np.bool_ else a
+                combined = to_float(combined) + to_float(kp)
+        return combined
+
+    def forward(self, query, key=None, value=None, attn_mask=None, key_padding_mask=None,
+                causal: bool = False, need_weights: bool = False, kv_cache=None):
+        """query [B, L, E]; key/value default to query (self-attention). Returns [B, L, E]
+        (and the head-averaged attention weights [B, L, S] when ``need_weights``)."""
+        if not isinstance(query, Tensor):
+            query = Tensor(query)
+        key = query if key is None else (key if isinstance(key, Tensor) else Tensor(key))
+        value = key if value is None else (value if isinstance(value, Tensor) else Tensor(value))
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.ndim != 3 or t.shape[-1] != self.embed_dim:
+                raise ValueError(f"MultiHeadAttention: {name} must be [batch, seq, {self.embed_dim}], got {t.shape}")
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+            raise ValueError(f"MultiHeadAttention: batch/seq mismatch: query {query.shape}, key {key.shape}, "
+                             f"value {value.shape}")
+        b, l, _ = query.shape
+        q = self._split_heads(self.q_proj(query))
+        k = self._split_heads(self.k_proj(key))
+        v = self._split_heads(self.v_proj(value))
+        past = 0
+        if kv_cache is not None:
+            past = kv_cache.length
+            k, v = kv_cache.update(k, v)
+        s = k.shape[-2]
+        mask = self._pytorch_mask(attn_mask, key_padding_mask, b, l, s)
+        sdpa_causal = False
+        if causal:
+            if past == 0 and l == s:
+                sdpa_causal = mask is None  # fast path: the Function builds the triangle itself
+                if mask is not None:
+                    mask = _and_mask(mask, causal_mask(l, s))
+            elif l > 1:
+                mask = causal_mask(l, s) if mask is None else _and_mask(mask, causal_mask(l, s))
+            # l == 1 with a cache: the single new query may see every cached key.
+        drop = self.dropout if self.training else 0.0
+        if need_weights:
+            out, weights = self._attend_with_weights(q, k, v, mask, sdpa_causal, drop)
+        else:
+            out = scaled_dot_product_attention(q, k, v, mask=mask, causal=sdpa_causal, dropout_p=drop)
+        out = out.transpose(0, 2, 1, 3).reshape(b, l, self.embed_dim)
+        out = self.out_proj(out)
+        if need_weights:
+            return out, weights
+        return out
+
+    def _attend_with_weights(self, q, k, v, mask, causal, drop):
+        out = scaled_dot_product_attention(q, k, v, mask=mask, causal=causal, dropout_p=drop)
+        # Recompute the probabilities for reporting only (no gradient through them).
+        scores = _acc.matmul(q.data, _swap(k.data)) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf) if mask.dtype == np.bool_ else scores + mask
+        if causal:
+            scores = np.where(causal_mask(scores.shape[-2], scores.shape[-1]), scores, -np.inf)
+        return out, Tensor(stable_softmax(scores).mean(axis=1))
+
+    def extra_repr(self):
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+
+
+def _and_mask(mask: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+    """Intersect an SDPA mask (bool allowed, or float additive) with a bool 'allowed' mask."""
+    if mask.dtype == np.bool_:
+        return mask & allowed
+    return mask + np.where(allowed, 0.0, -np.inf).astype(mask.dtype)

@@ -1,0 +1,144 @@
+"""Embeddings: token lookup tables and position encodings.
+
+What this file owns
+  EmbeddingFunction   rows of a table picked by integer ids; the backward is a scatter-add
+                      (``np.add.at``), because one id may appear many times in a batch and every
+                      occurrence contributes to the same row's gradient.
+  Embedding(num_embeddings, embedding_dim)   the learned table, initialised N(0, 1) like PyTorch.
+  PositionalEmbedding(max_seq_len, embed_dim) a learned table indexed by position; ``forward(x)``
+                      adds the encoding of positions ``offset .. offset+T-1`` to ``x`` [B, T, D].
+  SinusoidalPositionalEncoding(max_seq_len, embed_dim)   the fixed sin/cos table of the original
+                      transformer, stored as a NumPy constant (not a parameter).
+
+What it assumes
+  Ids are integer arrays (or integer Tensors) of any shape; an id outside [0, num_embeddings)
+  raises ``ValueError`` naming the id and the vocabulary size, so a tokenizer/model mismatch is
+  caught at the first batch instead of producing garbage (NumPy would wrap negative ids).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .autograd import Function
+from .layers import Layer, Parameter
+from .random import get_generator
+from .tensor import Tensor
+
+__all__ = ["EmbeddingFunction", "Embedding", "PositionalEmbedding", "SinusoidalPositionalEncoding",
+           "sinusoidal_table", "check_token_ids"]
+
+
+def check_token_ids(ids, num_embeddings: int, who: str = "Embedding") -> np.ndarray:
+    """Return ``ids`` as an integer array, or raise naming the first bad id."""
+    arr = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{who}: token ids must be integers, got dtype {arr.dtype}")
+    if arr.size:
+        lo, hi = arr.min(), arr.max()
+        if lo < 0 or hi >= num_embeddings:
+            bad = int(lo) if lo < 0 else int(hi)
+            raise ValueError(f"{who}: index {bad} is out of range for vocab size {num_embeddings} "
+                             f"(valid ids are 0..{num_embeddings - 1})")
+    return arr
+
+
+class EmbeddingFunction(Function):
+    """out[...] = weight[ids[...]]; grad_weight = scatter-add of grad_out into the picked rows."""
+
+    def forward(self, weight, ids):
+        self.ids, self.shape = ids, weight.shape
+        return weight[ids]
+
+    def backward(self, grad_output):
+        grad = np.zeros(self.shape, dtype=grad_output.dtype)
+        np.add.at(grad, self.ids.reshape(-1), grad_output.reshape(-1, self.shape[1]))
+        return grad, None
+
+
+class Embedding(Layer):
+    """Lookup table: ``Embedding(vocab, dim)(ids)`` has shape ``ids.shape + (dim,)``."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, dtype=np.float32):
+        if num_embeddings < 1 or embedding_dim < 1:
+            raise ValueError(f"Embedding: sizes must be positive, got ({num_embeddings}, {embedding_dim})")
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.weight = Parameter(get_generator().standard_normal((num_embeddings, embedding_dim)).astype(dtype))
+
+    @property
+    def vocab_size(self) -> int:
+        return self.num_embeddings
+
+    def forward(self, ids):
+        arr = check_token_ids(ids, self.num_embeddings, "Embedding")
+        return EmbeddingFunction.apply(self.weight, arr)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+def _check_positions(x, max_seq_len: int, offset: int, who: str) -> int:
+    if x.ndim < 2:
+        raise ValueError(f"{who}: expected input of shape [..., seq, dim], got {x.shape}")
+    t = x.shape[-2]
+    if offset < 0:
+        raise ValueError(f"{who}: offset must be non-negative, got {offset}")
+    if offset + t > max_seq_len:
+        raise ValueError(f"{who}: positions {offset}..{offset + t - 1} exceed max_seq_len={max_seq_len} "
+                         f"(sequence length {t})")
+    return t
+
+
+class PositionalEmbedding(Layer):
+    """Learned absolute positions: ``forward(x, offset=0) = x + weight[offset:offset+T]``."""
+
+    def __init__(self, max_seq_len: int, embed_dim: int, dtype=np.float32):
+        if max_seq_len < 1 or embed_dim < 1:
+            raise ValueError(f"PositionalEmbedding: sizes must be positive, got ({max_seq_len}, {embed_dim})")
+        self.max_seq_len, self.embed_dim = int(max_seq_len), int(embed_dim)
+        # Small init (GPT-2 uses std 0.01-0.02) so positions do not swamp the token signal.
+        self.weight = Parameter((0.02 * get_generator().standard_normal((max_seq_len, embed_dim))).astype(dtype))
+
+    def forward(self, x, offset: int = 0):
+        if not isinstance(x, Tensor):
+            x = Tensor(x)
+        t = _check_positions(x, self.max_seq_len, offset, "PositionalEmbedding")
+        if x.shape[-1] != self.embed_dim:
+            raise ValueError(f"PositionalEmbedding: input dim {x.shape[-1]} != embed_dim {self.embed_dim}")
+        return x + self.weight[offset:offset + t]
+
+    def extra_repr(self):
+        return f"max_seq_len={self.max_seq_len}, embed_dim={self.embed_dim}"
+
+
+def sinusoidal_table(max_seq_len: int, embed_dim: int) -> np.ndarray:
+    """PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D)); float64."""
+    pos = np.arange(max_seq_len, dtype=np.float64)[:, None]
+    i = np.arange(0, embed_dim, 2, dtype=np.float64)
+    freq = np.exp(-math.log(10000.0) * i / embed_dim)
+    table = np.zeros((max_seq_len, embed_dim))
+    table[:, 0::2] = np.sin(pos * freq)
+    table[:, 1::2] = np.cos(pos * freq[: embed_dim // 2])
+    return table
+
+
+class SinusoidalPositionalEncoding(Layer):
+    """Fixed sin/cos positions added to ``x`` [..., T, D]; no parameters."""
+
+    def __init__(self, max_seq_len: int, embed_dim: int):
+        if max_seq_len < 1 or embed_dim < 1:
+            raise ValueError(f"SinusoidalPositionalEncoding: sizes must be positive, got ({max_seq_len}, {embed_dim})")
+        self.max_seq_len, self.embed_dim = int(max_seq_len), int(embed_dim)
+        self.table = sinusoidal_table(max_seq_len, embed_dim)  # ndarray: a constant, not a parameter
+
+    def forward(self, x, offset: int = 0):
+        if not isinstance(x, Tensor):
+            x = Tensor(x)
+        t = _check_positions(x, self.max_seq_len, offset, "SinusoidalPositionalEncoding")
+        if x.shape[-1] != self.embed_dim:
+            raise ValueError(f"SinusoidalPositionalEncoding: input dim {x.shape[-1]} != embed_dim {self.embed_dim}")
+        return x + self.table[offset:offset + t].astype(x.dtype)
+
+    def extra_repr(self):
+        return f"max_seq_len={self.max_seq_len}, embed_dim={self.embed_dim}"

@@ -1,0 +1,163 @@
+"""KV cache: memoised keys and values for incremental (token-by-token) decoding.
+
+The bottleneck it removes
+  Without a cache, producing token t re-runs the model over all t previous tokens, so
+  generating n tokens costs O(n^2) projections and O(n^3) attention work. The keys and values
+  of earlier positions never change (attention is causal), so each layer can keep them and a
+  decoding step only projects the one new token and attends over the stored keys: O(n) per step.
+
+What this file owns
+  KVCache(batch_size, max_seq_len, num_layers, num_heads, head_dim, dtype)
+      preallocated arrays [layers, batch, heads, max_seq_len, head_dim] for keys and values;
+      ``layer(i)`` is the view a ``MultiHeadAttention`` call uses: ``update(k_new, v_new)`` writes
+      this call's keys/values after the cached ones and returns all of them; after every layer
+      has run, the model calls ``advance(n)``. ``KVCache.for_model(gpt, batch_size)`` sizes one.
+  generate_with_cache(model, idx, max_new_tokens, sample)   the loop behind
+      ``GPT.generate(..., use_cache=True)``: one prefill over the prompt, then one token per step.
+      When the context window is full the cache is rebuilt from the last ``max_seq_len`` tokens,
+      which is exactly what the uncached loop sees, so both produce the same logits.
+  incremental_logits(model, idx, prefill=1)   logits at every position computed incrementally
+      (the check that the cache is exact).
+
+What it assumes
+  Inference only: cached arrays hold no autograd history (run under ``no_grad``). Positions are
+  absolute, so a sequence may not outgrow ``max_seq_len`` within one cache.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .autograd import no_grad
+from .tensor import Tensor
+
+__all__ = ["KVCache", "LayerKVCache", "generate_with_cache", "incremental_logits"]
+
+
+class LayerKVCache:
+    """One layer's window onto a KVCache (what attention sees)."""
+
+    __slots__ = ("cache", "index")
+
+    def __init__(self, cache: "KVCache", index: int):
+        self.cache, self.index = cache, index
+
+    @property
+    def length(self) -> int:
+        return self.cache.length
+
+    def update(self, k, v):
+        return self.cache.update(self.index, k, v)
+
+
+class KVCache:
+    """Keys and values of every layer for the tokens decoded so far."""
+
+    def __init__(self, batch_size: int, max_seq_len: int, num_layers: int, num_heads: int, head_dim: int,
+                 dtype=np.float32):
+        for name, value in (("batch_size", batch_size), ("max_seq_len", max_seq_len),
+                            ("num_heads", num_heads), ("head_dim", head_dim)):
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"KVCache: {name} must be a positive int, got {value!r}")
+        if not isinstance(num_layers, (int, np.integer)) or num_layers < 0:
+            raise ValueError(f"KVCache: num_layers must be a non-negative int, got {num_layers!r}")
+        shape = (num_layers, batch_size, num_heads, max_seq_len, head_dim)
+        self.keys = np.zeros(shape, dtype=dtype)
+        self.values = np.zeros(shape, dtype=dtype)
+        self.batch_size, self.max_seq_len, self.num_layers = int(batch_size), int(max_seq_len), int(num_layers)
+        self.num_heads, self.head_dim = int(num_heads), int(head_dim)
+        self.length = 0
+        self._written = np.zeros(num_layers, dtype=np.int64)  # tokens written per layer this step
+
+    @classmethod
+    def for_model(cls, model, batch_size: int, dtype=np.float32) -> "KVCache":
+        return cls(batch_size, model.max_seq_len, model.num_layers, model.num_heads,
+                   model.embed_dim // model.num_heads, dtype)
+
+    def layer(self, index: int) -> LayerKVCache:
+        if not 0 <= index < self.num_layers:
+            raise IndexError(f"KVCache: layer {index} out of range for {self.num_layers} layers")
+        return LayerKVCache(self, index)
+
+    def update(self, layer: int, k, v):
+        """Store k, v [batch, heads, n, head_dim] after the cached tokens; return all keys/values."""
+        k = k.data if isinstance(k, Tensor) else np.asarray(k)
+        v = v.data if isinstance(v, Tensor) else np.asarray(v)
+        expected = (self.batch_size, self.num_heads)
+        if k.shape != v.shape or k.ndim != 4 or k.shape[:2] != expected or k.shape[3] != self.head_dim:
+            raise ValueError(f"KVCache.update: k {k.shape} and v {v.shape} must both be "
+                             f"[{self.batch_size}, {self.num_heads}, n, {self.head_dim}]")
+        n = k.shape[2]
+        start, end = self.length, self.length + n
+        if end > self.max_seq_len:
+            raise ValueError(f"KVCache.update: {end} tokens exceed the cache's max_seq_len={self.max_seq_len}")
+        if self._written[layer]:
+            raise RuntimeError(f"KVCache.update: layer {layer} was already updated in this step; "
+                               "call advance() after each forward pass")
+        self.keys[layer, :, :, start:end] = k
+        self.values[layer, :, :, start:end] = v
+        self._written[layer] = n
+        return (Tensor._make(self.keys[layer, :, :, :end], False, None),
+                Tensor._make(self.values[layer, :, :, :end], False, None))
+
+    def advance(self, n: int) -> None:
+        """Commit ``n`` tokens once every layer has stored them."""
+        if np.any(self._written != n):
+            raise RuntimeError(f"KVCache.advance({n}): layers wrote {self._written.tolist()} tokens")
+        self.length += int(n)
+        self._written[:] = 0
+
+    def reset(self) -> None:
+        self.length = 0
+        self._written[:] = 0
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the preallocated key and value arrays."""
+        return int(self.keys.nbytes + self.values.nbytes)
+
+
+def _forward_cached(model, ids: np.ndarray, cache: KVCache) -> np.ndarray:
+    return model(ids, kv_cache=cache).data
+
+
+def generate_with_cache(model, idx: np.ndarray, max_new_tokens: int, sample) -> np.ndarray:
+    """Autoregressive decoding with a KV cache. ``sample(logits [B, V]) -> ids [B]``."""
+    out = np.asarray(idx, dtype=np.int64)
+    if max_new_tokens == 0:
+        return out
+    window = model.max_seq_len
+    cache = KVCache.for_model(model, out.shape[0])
+    with no_grad():
+        logits = _forward_cached(model, out[:, -window:], cache)[:, -1, :]
+        for step in range(max_new_tokens):
+            nxt = np.asarray(sample(logits), dtype=np.int64)
+            out = np.concatenate([out, nxt[:, None]], axis=1)
+            if step == max_new_tokens - 1:
+                break
+            if cache.length >= window:
+                # The window slides: every position shifts, so rebuild from the last `window`
+                # tokens (what the uncached loop does anyway).
+                cache.reset()
+                logits = _forward_cached(model, out[:, -window:], cache)[:, -1, :]
+            else:
+                logits = _forward_cached(model, nxt[:, None], cache)[:, -1, :]
+    return out
+
+
+def incremental_logits(model, idx, prefill: int = 1, step: int = 1) -> np.ndarray:
+    """Logits [B, T, V] computed with a cache: ``prefill`` tokens at once, then ``step`` at a time."""
+    arr = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
+    b, t = arr.shape
+    if not 1 <= prefill <= t or step < 1:
+        raise ValueError(f"incremental_logits: need 1 <= prefill <= {t} and step >= 1, got {prefill}, {step}")
+    cache = KVCache.for_model(model, b)
+    parts = []
+    was_training = model.training
+    model.eval()  # dropout would make the two computations differ
+    try:
+        with no_grad():
+            parts.append(_forward_cached(model, arr[:, :prefill], cache))
+            for s in range(prefill, t, step):
+                parts.append(_forward_cached(model, arr[:, s:s + step], cache))
+    finally:
+        model.train(was_training)
+    return np.concatenate(parts, axis=1)

@@ -1,0 +1,343 @@
+"""Optimizers, learning-rate schedules and gradient clipping (the training-dynamics boundary).
+
+What this file owns
+  * ``Optimizer(params)``: ``.params`` (list of Tensors), ``.lr``, ``.state`` (dict keyed
+    by the parameter Tensor, one dict of NumPy arrays per parameter), ``step()``,
+    ``zero_grad()``, ``state_dict()``/``load_state_dict()``.
+  * ``SGD`` (momentum, dampening, nesterov, weight_decay), ``Adam`` and ``AdamW``,
+    with PyTorch's update rules; Adam's moments are named ``exp_avg``/``exp_avg_sq`` like
+    PyTorch, so memory tools can measure optimizer state from them.
+  * Schedules: ``StepLR``, ``CosineAnnealingLR``, ``LinearLR`` (linear warm-up),
+    ``LambdaLR`` and ``SequentialLR`` (warm-up then cosine), each updating ``optimizer.lr``.
+  * ``clip_grad_norm_(params, max_norm)``.
+
+Rules every optimizer here keeps
+  * A parameter with ``requires_grad=False`` or no ``.grad`` is skipped; no state is
+    created for it, and ``requires_grad`` is never changed.
+  * Updates are in place on ``p.data`` (the array identity never changes), so layers,
+    tied weights and native kernels holding the array see the new values.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .tensor import Tensor
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR", "CosineAnnealingLR",
+           "LinearLR", "LambdaLR", "SequentialLR", "clip_grad_norm_"]
+
+
+def _param_list(params, who):
+    if hasattr(params, "parameters") and callable(params.parameters):
+        params = params.parameters()
+    if isinstance(params, Tensor):
+        params = [params]
+    params = list(params)
+    for i, p in enumerate(params):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"{who}: parameter {i} is a {type(p).__name__}, not a Tensor")
+    if len({id(p) for p in params}) != len(params):
+        raise ValueError(f"{who}: the same parameter appears more than once")
+    return params
+
+
+class Optimizer:
+    """Base class: subclasses implement ``_update(p, grad, state)``."""
+
+    hyper_names: tuple = ("lr",)
+
+    def __init__(self, params, lr: float):
+        if lr < 0:
+            raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
+        self.params = _param_list(params, type(self).__name__)
+        if not self.params:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        self.lr = float(lr)
+        self.initial_lr = None  # set by the first scheduler attached, so chained schedules agree
+        self.state = {}
+        self.step_count = 0
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        self.step_count += 1
+        state = self.state
+        for p in self.params:
+            g = p.grad
+            if g is None or not p.requires_grad:
+                continue
+            if g.shape != p.data.shape:
+                raise ValueError(f"{type(self).__name__}: grad shape {g.shape} does not match "
+                                 f"parameter shape {p.data.shape}")
+            s = state.get(p)
+            if s is None:
+                s = state[p] = {}
+            self._update(p, g, s)
+
+    def _update(self, p, grad, state):
+        raise NotImplementedError
+
+    # state dicts use parameter positions, not identities, so they survive a rebuild
+    def state_dict(self) -> dict:
+        per_param = {}
+        for i, p in enumerate(self.params):
+            if p in self.state:
+                per_param[i] = {k: (v.copy() if isinstance(v, np.ndarray) else v)
+                                for k, v in self.state[p].items()}
+        hyper = {name: getattr(self, name) for name in self.hyper_names}
+        return {"state": per_param, "hyper": hyper, "step_count": self.step_count}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        per_param = state_dict.get("state", {})
+        for key, s in per_param.items():
+            i = int(key)
+            if not 0 <= i < len(self.params):
+                raise KeyError(f"load_state_dict: state for parameter {i}, but the optimizer has "
+                               f"{len(self.params)} parameters")
+            p = self.params[i]
+            for name, v in s.items():
+                if isinstance(v, np.ndarray) and v.ndim and v.shape != p.data.shape:
+                    raise ValueError(f"load_state_dict: state {name!r} of parameter {i} has shape "
+                                     f"{v.shape} but the parameter has shape {p.data.shape}")
+        self.state = {}
+        for key, s in per_param.items():
+            p = self.params[int(key)]
+            self.state[p] = {k: (np.array(v, dtype=p.data.dtype) if isinstance(v, np.ndarray) and v.ndim
+                                 else (v.item() if isinstance(v, np.ndarray) else v))
+                             for k, v in s.items()}
+        for name, v in state_dict.get("hyper", {}).items():
+            if name in self.hyper_names:
+                setattr(self, name, tuple(v) if isinstance(v, (list, np.ndarray)) else v)
+        self.step_count = int(state_dict.get("step_count", 0))
+
+    def __repr__(self):
+        hyper = ", ".join(f"{n}={getattr(self, n)}" for n in self.hyper_names)
+        return f"{type(self).__name__}({len(self.params)} params, {hyper})"
+
+
+class SGD(Optimizer):
+    """PyTorch's SGD: g += wd*p; buf = momentum*buf + (1-dampening)*g; p -= lr*(g + momentum*buf
+    if nesterov else buf)."""
+
+    hyper_names = ("lr", "momentum", "dampening", "nesterov", "weight_decay")
+
+    def __init__(self, params, lr: float = 0.01, momentum: float = 0.0, dampening: float = 0.0,
+                 nesterov: bool = False, weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        if momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: momentum and weight_decay must be >= 0, got {momentum}, {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")
+        self.momentum, self.dampening = float(momentum), float(dampening)
+        self.nesterov, self.weight_decay = bool(nesterov), float(weight_decay)
+
+    def _update(self, p, g, state):
+        if self.weight_decay:
+            g = g + self.weight_decay * p.data
+        if self.momentum:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = np.array(g, dtype=p.data.dtype)
+            else:
+                buf *= self.momentum
+                buf += (1.0 - self.dampening) * g
+            g = g + self.momentum * buf if self.nesterov else buf
+        p.data -= self.lr * g
+
+
+class Adam(Optimizer):
+    """PyTorch's Adam (weight_decay is L2 added to the gradient)."""
+
+    hyper_names = ("lr", "betas", "eps", "weight_decay")
+    decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        super().__init__(params, lr)
+        b1, b2 = betas
+        if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
+            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
+        if eps < 0 or weight_decay < 0:
+            raise ValueError(f"{type(self).__name__}: eps and weight_decay must be >= 0")
+        self.betas = (float(b1), float(b2))
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
+
+    def _update(self, p, g, state):
+        b1, b2 = self.betas
+        data = p.data
+        if self.weight_decay:
+            if self.decoupled:
+                data *= 1.0 - self.lr * self.weight_decay
+            else:
+                g = g + self.weight_decay * data
+        m = state.get("exp_avg")
+        if m is None:
+            m = state["exp_avg"] = np.zeros_like(data)
+            v = state["exp_avg_sq"] = np.zeros_like(data)
+            state["step"] = 0
+        else:
+            v = state["exp_avg_sq"]
+        t = state["step"] = state["step"] + 1
+        m *= b1
+        m += (1.0 - b1) * g
+        v *= b2
+        v += (1.0 - b2) * (g * g)
+        step_size = self.lr / (1.0 - b1 ** t)
+        denom = np.sqrt(v)
+        denom *= 1.0 / math.sqrt(1.0 - b2 ** t)
+        denom += self.eps
+        data -= step_size * (m / denom)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: p *= 1 - lr*wd before the Adam step."""
+
+    decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.01):
+        super().__init__(params, lr, betas, eps, weight_decay)
+
+
+# ============================================================================ clipping
+
+def clip_grad_norm_(params, max_norm: float, norm_type: float = 2.0) -> float:
+    """Scale all gradients in place so their joint norm is at most max_norm; returns the
+    norm before clipping (PyTorch semantics: coefficient max_norm / (norm + 1e-6))."""
+    params = _param_list(params, "clip_grad_norm_")
+    grads = [p.grad for p in params if p.grad is not None]
+    if max_norm < 0:
+        raise ValueError(f"clip_grad_norm_: max_norm must be >= 0, got {max_norm}")
+    if not grads:
+        return 0.0
+    norm_type = float(norm_type)
+    if math.isinf(norm_type):
+        total = max(float(np.max(np.abs(g))) if g.size else 0.0 for g in grads)
+    else:
+        total = sum(float(np.sum(np.abs(g.astype(np.float64)) ** norm_type)) for g in grads) ** (1.0 / norm_type)
+    coef = max_norm / (total + 1e-6)
+    if coef < 1.0:
+        for g in grads:
+            g *= np.asarray(coef, dtype=g.dtype)
+    return total
+
+
+# ============================================================================ schedules
+
+class LRScheduler:
+    """Sets ``optimizer.lr = base_lr * factor(epoch)``; ``step()`` advances one epoch (or step)."""
+
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(self).__name__}: expected an Optimizer, got {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        if optimizer.initial_lr is None:
+            optimizer.initial_lr = optimizer.lr
+        self.base_lr = optimizer.initial_lr
+        self.last_epoch = last_epoch
+        self.step()
+
+    def get_lr(self) -> float:
+        raise NotImplementedError
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        self.optimizer.lr = float(self.get_lr())
+
+    def get_last_lr(self):
+        return [self.optimizer.lr]
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)
+                and not isinstance(v, (list, LRScheduler))}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.optimizer.lr = float(self.get_lr())
+
+
+class StepLR(LRScheduler):
+    def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
+        if step_size <= 0:
+            raise ValueError(f"StepLR: step_size must be positive, got {step_size}")
+        self.step_size, self.gamma = int(step_size), float(gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return self.base_lr * self.gamma ** (self.last_epoch // self.step_size)
+
+
+class CosineAnnealingLR(LRScheduler):
+    def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
+        if T_max <= 0:
+            raise ValueError(f"CosineAnnealingLR: T_max must be positive, got {T_max}")
+        self.T_max, self.eta_min = int(T_max), float(eta_min)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        t = min(self.last_epoch, self.T_max)
+        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
+
+
+class LinearLR(LRScheduler):
+    """Factor goes linearly from start_factor to end_factor over total_iters (a warm-up)."""
+
+    def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
+                 total_iters: int = 5, last_epoch: int = -1):
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError(f"LinearLR: factors must be in (0, 1], got {start_factor}, {end_factor}")
+        if total_iters < 0:
+            raise ValueError(f"LinearLR: total_iters must be >= 0, got {total_iters}")
+        self.start_factor, self.end_factor, self.total_iters = float(start_factor), float(end_factor), int(total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        if self.total_iters == 0:
+            return self.base_lr * self.end_factor
+        frac = min(self.last_epoch, self.total_iters) / self.total_iters
+        return self.base_lr * (self.start_factor + (self.end_factor - self.start_factor) * frac)
+
+
+class LambdaLR(LRScheduler):
+    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+        if not callable(lr_lambda):
+            raise TypeError("LambdaLR: lr_lambda must be callable")
+        self.lr_lambda = lr_lambda
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return self.base_lr * self.lr_lambda(self.last_epoch)
+
+
+class SequentialLR(LRScheduler):
+    """Runs schedulers one after another; ``milestones[i]`` is where scheduler i+1 starts."""
+
+    def __init__(self, optimizer, schedulers, milestones):
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"SequentialLR: {len(schedulers)} schedulers need {len(schedulers) - 1} "
+                             f"milestones, got {len(milestones)}")
+        self.schedulers, self.milestones = list(schedulers), list(milestones)
+        self.base_lr = self.schedulers[0].base_lr
+        self.optimizer = optimizer
+        self.last_epoch = 0
+        for s in self.schedulers:  # each constructor stepped once; rewind them all
+            s.last_epoch = 0
+        optimizer.lr = float(self.schedulers[0].get_lr())
+
+    def _active(self):
+        i = sum(1 for m in self.milestones if self.last_epoch >= m)
+        start = self.milestones[i - 1] if i else 0
+        return self.schedulers[i], self.last_epoch - start
+
+    def get_lr(self):
+        sched, local = self._active()
+        sched.last_epoch = local
+        return sched.get_lr()
+
+    def step(self):
+        self.last_epoch += 1
+        self.optimizer.lr = float(self.get_lr())

@@ -1,0 +1,296 @@
+"""Transformers: LayerNorm, the GELU MLP, the pre-LN block and a small GPT.
+
+What this file owns
+  LayerNorm(normalized_shape, eps=1e-5)   normalises over the trailing dims; one Function with
+                  the closed-form backward  dx = rstd * (dxh - mean(dxh) - xh * mean(dxh * xh))
+                  where xh is the normalised input and dxh = dy * weight.
+  MLP(embed_dim, hidden_dim=4*embed_dim)  fc1 -> GELU (tanh form) -> fc2, both ordinary Linear.
+                  When fc1 is a plain ``Linear`` its bias is fused into the GELU through
+                  ``acceleration.bias_gelu`` (one pass over the hidden activations, and the hook
+                  the fused native kernel plugs into); if a tool replaced fc1 (an adapter, say),
+                  the MLP simply calls it and then the GELU.
+  TransformerBlock  pre-LN:  x = x + attn(ln1(x), causal)   then   x = x + mlp(ln2(x))
+  GPT(vocab_size, embed_dim, num_layers, num_heads, max_seq_len, dropout=0.0)
+                  token embedding + learned positions -> blocks -> ln_f -> lm_head (logits).
+                  Sub-layers are reachable through ``named_modules()``, e.g.
+                  "blocks.0.attn.q_proj", "blocks.1.mlp.fc1", "lm_head".
+                  ``generate(idx, max_new_tokens, temperature=1.0, top_k=None, seed=None,
+                  use_cache=False)`` samples autoregressively; ``use_cache=True`` decodes
+                  incrementally through a KV cache (kv_cache.py) with the same logits.
+
+Initialisation (GPT-2's): weights N(0, 0.02), biases zero, the two residual projections of
+each block (attn.out_proj, mlp.fc2) N(0, 0.02 / sqrt(2 * num_layers)) so the residual stream
+does not grow with depth; all draws come from the framework generator (``manual_seed``).
+
+Bad input raises ValueError: ids out of range (naming id and vocab size), a sequence longer
+than ``max_seq_len``, heads not dividing the embedding size.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import acceleration as _acc
+from .activations import gelu
+from .attention import MultiHeadAttention
+from .autograd import Function, no_grad
+from .embeddings import Embedding, PositionalEmbedding, check_token_ids
+from .layers import Dropout, Layer, Linear, Parameter
+from .random import get_generator
+from .tensor import Tensor
+
+__all__ = ["LayerNorm", "MLP", "TransformerBlock", "GPT", "sample_next_token"]
+
+
+# ============================================================================ LayerNorm
+
+class LayerNormFunction(Function):
+    def forward(self, x, weight, bias, eps, ndims):
+        axes = tuple(range(x.ndim - ndims, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        xc = x - mean
+        var = np.mean(xc * xc, axis=axes, keepdims=True)
+        rstd = 1.0 / np.sqrt(var + np.asarray(eps, dtype=var.dtype))
+        xhat = xc * rstd
+        self.xhat, self.rstd, self.weight, self.axes = xhat, rstd, weight, axes
+        out = xhat if weight is None else xhat * weight
+        return out if bias is None else out + bias
+
+    def backward(self, g):
+        need = self.needs_input_grad
+        xhat, rstd, axes = self.xhat, self.rstd, self.axes
+        lead = tuple(range(g.ndim - len(axes)))
+        gx = gw = gb = None
+        if need[0]:
+            dxh = g if self.weight is None else g * self.weight
+            gx = rstd * (dxh - dxh.mean(axis=axes, keepdims=True)
+                         - xhat * np.mean(dxh * xhat, axis=axes, keepdims=True))
+        if len(need) > 1 and need[1]:
+            gw = np.sum(g * xhat, axis=lead)
+        if len(need) > 2 and need[2]:
+            gb = np.sum(g, axis=lead)
+        return gx, gw, gb
+
+
+class LayerNorm(Layer):
+    """PyTorch's LayerNorm over the trailing ``normalized_shape`` dims (weight 1, bias 0)."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, dtype=np.float32):
+        shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+        if not shape or any(int(s) < 1 for s in shape):
+            raise ValueError(f"LayerNorm: normalized_shape must be positive, got {normalized_shape!r}")
+        self.normalized_shape = tuple(int(s) for s in shape)
+        self.eps = float(eps)
+        self.weight = Parameter(np.ones(self.normalized_shape, dtype=dtype)) if elementwise_affine else None
+        self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype)) if elementwise_affine and bias else None
+
+    def forward(self, x):
+        if not isinstance(x, Tensor):
+            x = Tensor(x)
+        n = len(self.normalized_shape)
+        if x.shape[x.ndim - n:] != self.normalized_shape or x.ndim < n:
+            raise ValueError(f"LayerNorm: expected input ending in {self.normalized_shape}, got {x.shape}")
+        return LayerNormFunction.apply(x, self.weight, self.bias, eps=self.eps, ndims=n)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+# ============================================================================ MLP
+
+class LinearBiasGELUFunction(Function):
+    """gelu(x @ W + b): the GEMM through ``acceleration.gemm``, bias + GELU fused in one pass."""
+
+    def forward(self, x, weight, bias):
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, x.shape[-1])
+        h = _acc.gemm(x2, weight)
+        self.x2, self.weight, self.bias, self.h, self.lead = x2, weight, bias, h, lead
+        return _acc.bias_gelu(h, bias).reshape(lead + (weight.shape[1],))
+
+    def backward(self, g):
+        need = self.needs_input_grad
+        g2 = g.reshape(-1, g.shape[-1])
+        gh, gb = _acc.bias_gelu_backward(self.h, self.bias, g2)
+        gx = _acc.gemm(gh, self.weight, trans_b=True).reshape(self.lead + (self.weight.shape[0],)) if need[0] else None
+        gw = _acc.gemm(self.x2, gh, trans_a=True) if need[1] else None
+        return gx, gw, (gb if need[2] else None)
+
+
+class MLP(Layer):
+    """Position-wise feed-forward: fc2(gelu_tanh(fc1(x)))."""
+
+    def __init__(self, embed_dim: int, hidden_dim: int | None = None, bias: bool = True, dropout: float = 0.0):
+        hidden_dim = 4 * embed_dim if hidden_dim is None else hidden_dim
+        self.fc1 = Linear(embed_dim, hidden_dim, bias=bias)
+        self.fc2 = Linear(hidden_dim, embed_dim, bias=bias)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x):
+        if not isinstance(x, Tensor):
+            x = Tensor(x)
+        if type(self.fc1) is Linear and self.fc1.bias is not None:
+            if x.shape[-1] != self.fc1.in_features:
+                raise ValueError(f"MLP: input has {x.shape[-1]} features, fc1 expects {self.fc1.in_features}")
+            h = LinearBiasGELUFunction.apply(x, self.fc1.weight, self.fc1.bias)
+        else:
+            h = gelu(self.fc1(x), approximate="tanh")
+        return self.dropout(self.fc2(h))
+
+
+# ============================================================================ block
+
+class TransformerBlock(Layer):
+    """Pre-LN block: x + attn(ln1(x)), then x + mlp(ln2(x)); causal self-attention by default."""
+
+    def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: int = 4, dropout: float = 0.0,
+                 causal: bool = True, bias: bool = True):
+        self.ln1 = LayerNorm(embed_dim)
+        self.attn = MultiHeadAttention(embed_dim, num_heads, bias=bias, dropout=dropout)
+        self.ln2 = LayerNorm(embed_dim)
+        self.mlp = MLP(embed_dim, mlp_ratio * embed_dim, bias=bias, dropout=dropout)
+        self.resid_dropout = Dropout(dropout)
+        self.causal = bool(causal)
+
+    def forward(self, x, kv_cache=None):
+        x = x + self.resid_dropout(self.attn(self.ln1(x), causal=self.causal, kv_cache=kv_cache))
+        return x + self.mlp(self.ln2(x))
+
+
+# ============================================================================ sampling
+
+def sample_next_token(logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None,
+                      rng: np.random.Generator | None = None) -> np.ndarray:
+    """One token id per row of ``logits`` [B, V]. temperature 0 means greedy (argmax)."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        return logits.argmax(axis=-1)
+    z = logits / temperature
+    if top_k is not None and top_k < z.shape[-1]:
+        kth = np.partition(z, -top_k, axis=-1)[:, -top_k][:, None]
+        z = np.where(z < kth, -np.inf, z)
+    z = z - z.max(axis=-1, keepdims=True)
+    p = np.exp(z)
+    cdf = np.cumsum(p, axis=-1)
+    rng = get_generator() if rng is None else rng
+    u = rng.random(z.shape[0]) * cdf[:, -1]
+    # Inverse-CDF sampling: the first index whose cumulative mass exceeds u.
+    return np.minimum((cdf <= u[:, None]).sum(axis=-1), z.shape[-1] - 1)
+
+
+# ============================================================================ GPT
+
+class GPT(Layer):
+    """Decoder-only transformer language model. ``forward(idx [B, T]) -> logits [B, T, vocab]``."""
+
+    input_dtype = np.int64  # what a profiler should feed it
+
+    def __init__(self, vocab_size: int, embed_dim: int, num_layers: int, num_heads: int,
+                 max_seq_len: int, dropout: float = 0.0):
+        for name, v in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("num_heads", num_heads),
+                        ("max_seq_len", max_seq_len)):
+            if not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"GPT: {name} must be a positive int, got {v!r}")
+        if not isinstance(num_layers, (int, np.integer)) or num_layers < 0:
+            raise ValueError(f"GPT: num_layers must be a non-negative int, got {num_layers!r}")
+        if embed_dim % num_heads != 0:
+            raise ValueError(f"GPT: embed_dim {embed_dim} is not divisible by num_heads {num_heads}")
+        self.vocab_size, self.embed_dim = int(vocab_size), int(embed_dim)
+        self.num_layers, self.num_heads, self.max_seq_len = int(num_layers), int(num_heads), int(max_seq_len)
+        self.token_embedding = Embedding(vocab_size, embed_dim)
+        self.position_embedding = PositionalEmbedding(max_seq_len, embed_dim)
+        self.dropout = Dropout(dropout)
+        self.blocks = [TransformerBlock(embed_dim, num_heads, dropout=dropout) for _ in range(num_layers)]
+        self.ln_f = LayerNorm(embed_dim)
+        self.lm_head = Linear(embed_dim, vocab_size, bias=False)
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        rng = get_generator()
+        residual_std = 0.02 / math.sqrt(2 * max(self.num_layers, 1))
+        for name, module in self.named_modules():
+            if isinstance(module, Linear):
+                std = residual_std if name.endswith(("attn.out_proj", "mlp.fc2")) else 0.02
+                module.weight.data[...] = rng.normal(0.0, std, module.weight.shape)
+                if module.bias is not None:
+                    module.bias.data[...] = 0.0
+            elif isinstance(module, Embedding):
+                module.weight.data[...] = rng.normal(0.0, 0.02, module.weight.shape)
+
+    @property
+    def head_dim(self) -> int:
+        return self.embed_dim // self.num_heads
+
+    def _check_idx(self, idx, offset: int = 0) -> np.ndarray:
+        arr = check_token_ids(idx, self.vocab_size, "GPT")
+        if arr.ndim != 2:
+            raise ValueError(f"GPT: token ids must be [batch, seq], got shape {arr.shape}")
+        if offset + arr.shape[1] > self.max_seq_len:
+            where = f" after {offset} cached tokens" if offset else ""
+            raise ValueError(f"GPT: sequence length {arr.shape[1]}{where} exceeds max_seq_len={self.max_seq_len}")
+        return arr
+
+    def forward(self, idx, kv_cache=None):
+        """Logits for every position. With ``kv_cache`` the ids continue the cached sequence."""
+        offset = 0 if kv_cache is None else kv_cache.length
+        arr = self._check_idx(idx, offset)
+        x = self.token_embedding(arr)
+        x = self.position_embedding(x, offset=offset)
+        x = self.dropout(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, kv_cache=None if kv_cache is None else kv_cache.layer(i))
+        logits = self.lm_head(self.ln_f(x))
+        if kv_cache is not None:
+            kv_cache.advance(arr.shape[1])
+        return logits
+
+    def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+                 seed: int | None = None, use_cache: bool = False):
+        """Append ``max_new_tokens`` sampled ids to ``idx`` ([B, T] or [T]).
+
+        The context is the last ``max_seq_len`` tokens. ``seed`` makes sampling reproducible
+        without touching the framework generator; without it the framework generator is used.
+        Returns the same kind as ``idx`` (ndarray or Tensor), with the prompt first.
+        """
+        tensor_in = isinstance(idx, Tensor)
+        arr = check_token_ids(idx, self.vocab_size, "GPT.generate")
+        squeeze = arr.ndim == 1
+        if squeeze:
+            arr = arr[None, :]
+        if arr.ndim != 2 or arr.shape[1] == 0:
+            raise ValueError(f"GPT.generate: needs a non-empty prompt of shape [batch, seq] or [seq], "
+                             f"got {np.shape(idx)}")
+        if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 0:
+            raise ValueError(f"GPT.generate: max_new_tokens must be a non-negative int, got {max_new_tokens!r}")
+        if temperature < 0 or not np.isfinite(temperature):
+            raise ValueError(f"GPT.generate: temperature must be >= 0, got {temperature}")
+        if top_k is not None and (not isinstance(top_k, (int, np.integer)) or top_k < 1):
+            raise ValueError(f"GPT.generate: top_k must be a positive int or None, got {top_k!r}")
+        rng = np.random.default_rng(seed) if seed is not None else get_generator()
+
+        def sample(logits_last):
+            return sample_next_token(logits_last, temperature, top_k, rng)
+
+        out = arr.astype(np.int64)
+        was_training = self.training
+        self.eval()
+        try:
+            with no_grad():
+                if use_cache:
+                    from .kv_cache import generate_with_cache
+                    out = generate_with_cache(self, out, int(max_new_tokens), sample)
+                else:
+                    for _ in range(int(max_new_tokens)):
+                        logits = self.forward(out[:, -self.max_seq_len:]).data[:, -1, :]
+                        out = np.concatenate([out, sample(logits)[:, None].astype(np.int64)], axis=1)
+        finally:
+            self.train(was_training)
+        if squeeze:
+            out = out[0]
+        return Tensor(out) if tensor_in else out
+
+    def extra_repr(self):
+        return (f"vocab_size={self.vocab_size}, embed_dim={self.embed_dim}, num_layers={self.num_layers}, "
+                f"num_heads={self.num_heads}, max_seq_len={self.max_seq_len}")
