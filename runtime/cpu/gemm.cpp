@@ -173,55 +173,105 @@ inline void split_range(int64_t count, int parts, int index, int64_t *begin, int
 /* Packing: op(A) and op(B) into zero-padded, k-major micro-panels          */
 /* ------------------------------------------------------------------------ */
 
-/* op(A)[i0 : i0+mlen, p0 : p0+klen] -> ceil(mlen/mr) panels of klen x mr. */
-void pack_a(const GemmArgs &g, int64_t i0, int64_t mlen, int64_t p0, int64_t klen, int mr,
-            float *dst) {
-    for (int64_t ip = 0; ip < mlen; ip += mr) {
-        const int rows = (int)std::min<int64_t>(mr, mlen - ip);
-        float *d = dst + ip * klen;
-        if (!g.trans_a) {
-            /* A row-major M x K: each row is contiguous in k. */
-            for (int r = 0; r < rows; ++r) {
-                const float *src = g.A + (i0 + ip + r) * g.lda + p0;
-                for (int64_t k = 0; k < klen; ++k) d[k * mr + r] = src[k];
-            }
-            for (int r = rows; r < mr; ++r)
-                for (int64_t k = 0; k < klen; ++k) d[k * mr + r] = 0.0f;
-        } else {
-            /* A stored K x M: op(A)[i][k] = A[k][i], contiguous in i. */
+/* Portable transpose of one panel (contract of GemmPackRowsFn in gemm_kernels.h). */
+void pack_rows_portable(const float *src, int64_t ld, int rows, int width, int64_t klen,
+                        float *dst) {
+    for (int r = 0; r < rows; ++r) {
+        const float *s = src + r * ld;
+        for (int64_t k = 0; k < klen; ++k) dst[k * width + r] = s[k];
+    }
+    for (int r = rows; r < width; ++r)
+        for (int64_t k = 0; k < klen; ++k) dst[k * width + r] = 0.0f;
+}
+
+/* dst[k * W + c] = src[k * ld + c] for c < cols, zero for cols <= c < W: one panel whose
+ * source rows are contiguous across the panel (op(A) with transA, op(B) without transB).
+ * W is a compile-time constant so the row copy becomes a few vector moves. */
+template <int W>
+void pack_cols_fixed(const float *src, int64_t ld, int cols, int64_t klen, float *dst) {
+    if (cols == W) {
+        for (int64_t k = 0; k < klen; ++k) std::memcpy(dst + k * W, src + k * ld, W * sizeof(float));
+        return;
+    }
+    for (int64_t k = 0; k < klen; ++k) {
+        for (int c = 0; c < cols; ++c) dst[k * W + c] = src[k * ld + c];
+        for (int c = cols; c < W; ++c) dst[k * W + c] = 0.0f;
+    }
+}
+
+void pack_cols(const float *src, int64_t ld, int cols, int width, int64_t klen, float *dst) {
+    switch (width) {
+        case 4: return pack_cols_fixed<4>(src, ld, cols, klen, dst);
+        case 6: return pack_cols_fixed<6>(src, ld, cols, klen, dst);
+        case 8: return pack_cols_fixed<8>(src, ld, cols, klen, dst);
+        case 12: return pack_cols_fixed<12>(src, ld, cols, klen, dst);
+        case 16: return pack_cols_fixed<16>(src, ld, cols, klen, dst);
+        case 32: return pack_cols_fixed<32>(src, ld, cols, klen, dst);
+        default:
             for (int64_t k = 0; k < klen; ++k) {
-                const float *src = g.A + (p0 + k) * g.lda + i0 + ip;
-                float *dk = d + k * mr;
-                for (int r = 0; r < rows; ++r) dk[r] = src[r];
-                for (int r = rows; r < mr; ++r) dk[r] = 0.0f;
+                for (int c = 0; c < cols; ++c) dst[k * width + c] = src[k * ld + c];
+                for (int c = cols; c < width; ++c) dst[k * width + c] = 0.0f;
             }
+    }
+}
+
+/* Source rows are read in chunks of this many k so that a strided sweep over many panels
+ * walks each source row sequentially (hardware prefetchers stop at 4 KiB pages; one
+ * panel at a time would touch a new page for every k when ld is large). */
+constexpr int64_t kPackChunkK = 8;
+
+/* op(A)[i0 : i0+mlen, p0 : p0+klen] -> ceil(mlen/mr) panels of klen x mr. */
+void pack_a(const GemmArgs &g, const GemmMicroKernel &uk, int64_t i0, int64_t mlen, int64_t p0,
+            int64_t klen, float *dst) {
+    const int mr = uk.mr;
+    if (!g.trans_a) {
+        /* A row-major M x K: every panel is a transpose of mr rows that are contiguous in k. */
+        for (int64_t ip = 0; ip < mlen; ip += mr) {
+            const int rows = (int)std::min<int64_t>(mr, mlen - ip);
+            const float *src = g.A + (i0 + ip) * g.lda + p0;
+            if (uk.pack_a_rows)
+                uk.pack_a_rows(src, g.lda, rows, klen, dst + ip * klen);
+            else
+                pack_rows_portable(src, g.lda, rows, mr, klen, dst + ip * klen);
+        }
+        return;
+    }
+    /* A stored K x M: op(A)[i][k] = A[k][i], so each k row is contiguous across the panels. */
+    for (int64_t k0 = 0; k0 < klen; k0 += kPackChunkK) {
+        const int64_t kn = std::min(kPackChunkK, klen - k0);
+        for (int64_t ip = 0; ip < mlen; ip += mr) {
+            const int rows = (int)std::min<int64_t>(mr, mlen - ip);
+            pack_cols(g.A + (p0 + k0) * g.lda + i0 + ip, g.lda, rows, mr, kn,
+                      dst + ip * klen + k0 * mr);
         }
     }
 }
 
 /* Panels [q0, q1) of op(B)[p0 : p0+klen, j0 : j0+nlen], each klen x nr. */
-void pack_b(const GemmArgs &g, int64_t p0, int64_t klen, int64_t j0, int64_t nlen, int nr,
-            int64_t q0, int64_t q1, float *dst) {
-    for (int64_t q = q0; q < q1; ++q) {
-        const int64_t jp = q * nr;
-        const int cols = (int)std::min<int64_t>(nr, nlen - jp);
-        float *d = dst + jp * klen;
-        if (!g.trans_b) {
-            /* B row-major K x N: each k gives nr contiguous values. */
-            for (int64_t k = 0; k < klen; ++k) {
-                const float *src = g.B + (p0 + k) * g.ldb + j0 + jp;
-                float *dk = d + k * nr;
-                for (int c = 0; c < cols; ++c) dk[c] = src[c];
-                for (int c = cols; c < nr; ++c) dk[c] = 0.0f;
-            }
-        } else {
-            /* B stored N x K: op(B)[k][j] = B[j][k], each column j contiguous in k. */
-            for (int c = 0; c < cols; ++c) {
-                const float *src = g.B + (j0 + jp + c) * g.ldb + p0;
-                for (int64_t k = 0; k < klen; ++k) d[k * nr + c] = src[k];
-            }
-            for (int c = cols; c < nr; ++c)
-                for (int64_t k = 0; k < klen; ++k) d[k * nr + c] = 0.0f;
+void pack_b(const GemmArgs &g, const GemmMicroKernel &uk, int64_t p0, int64_t klen, int64_t j0,
+            int64_t nlen, int64_t q0, int64_t q1, float *dst) {
+    const int nr = uk.nr;
+    if (g.trans_b) {
+        /* B stored N x K: each panel is a transpose of nr rows of B, contiguous in k. */
+        for (int64_t q = q0; q < q1; ++q) {
+            const int64_t jp = q * nr;
+            const int cols = (int)std::min<int64_t>(nr, nlen - jp);
+            const float *src = g.B + (j0 + jp) * g.ldb + p0;
+            if (uk.pack_b_rows)
+                uk.pack_b_rows(src, g.ldb, cols, klen, dst + jp * klen);
+            else
+                pack_rows_portable(src, g.ldb, cols, nr, klen, dst + jp * klen);
+        }
+        return;
+    }
+    /* B row-major K x N: each k row is contiguous across the panels. */
+    for (int64_t k0 = 0; k0 < klen; k0 += kPackChunkK) {
+        const int64_t kn = std::min(kPackChunkK, klen - k0);
+        for (int64_t q = q0; q < q1; ++q) {
+            const int64_t jp = q * nr;
+            const int cols = (int)std::min<int64_t>(nr, nlen - jp);
+            pack_cols(g.B + (p0 + k0) * g.ldb + j0 + jp, g.ldb, cols, nr, kn,
+                      dst + jp * klen + k0 * nr);
         }
     }
 }
@@ -293,14 +343,14 @@ void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *p
             /* All threads pack the shared B block together, then wait for each other. */
             int64_t pb0, pb1;
             split_range(n_panels, nt, tid, &pb0, &pb1);
-            pack_b(g, pc, klen, jc, nlen, nr, pb0, pb1, packed_b);
+            pack_b(g, uk, pc, klen, jc, nlen, pb0, pb1, packed_b);
 #if defined(TT_HAVE_OPENMP)
 #pragma omp barrier
 #endif
             const float beta = (kb == 0) ? g.beta : 1.0f;
             for (int64_t ic = m_begin; ic < m_end; ic += b.mc) {
                 const int64_t mlen = std::min(b.mc, m_end - ic);
-                pack_a(g, ic, mlen, pc, klen, mr, packed_a);
+                pack_a(g, uk, ic, mlen, pc, klen, packed_a);
                 for (int64_t q = q_begin; q < q_end; ++q) {
                     const int64_t jr = q * nr;
                     const int cols = (int)std::min<int64_t>(nr, nlen - jr);

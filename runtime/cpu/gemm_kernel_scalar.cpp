@@ -35,5 +35,5 @@ void gemm_ukernel_scalar_4x8(int64_t kc, const float *a, const float *b, float *
 }  // namespace
 
 namespace tt {
-const GemmMicroKernel kGemmKernelScalar = {"scalar", MR, NR, gemm_ukernel_scalar_4x8};
+const GemmMicroKernel kGemmKernelScalar = {"scalar", MR, NR, gemm_ukernel_scalar_4x8, nullptr, nullptr};
 }  // namespace tt

@@ -28,11 +28,20 @@ namespace tt {
 using GemmMicroKernelFn = void (*)(int64_t kc, const float *a, const float *b, float *c,
                                    int64_t ldc, float alpha, float beta);
 
+/* Optional fast packing of one micro-panel whose source rows are contiguous in k
+ * (op(A) with transA == 0, op(B) with transB != 0): a transpose of `rows` source rows
+ *     dst[k * width + r] = src[r * ld + k]   for r < rows, k < klen
+ *     dst[k * width + r] = 0                 for rows <= r < width
+ * with width = mr (pack_a_rows) or nr (pack_b_rows). NULL: the driver's portable loop. */
+using GemmPackRowsFn = void (*)(const float *src, int64_t ld, int rows, int64_t klen, float *dst);
+
 struct GemmMicroKernel {
     const char *isa_name; /* "scalar", "avx2", ... : the suffix of the kernel path */
     int mr;               /* rows of the register tile    */
     int nr;               /* columns of the register tile */
     GemmMicroKernelFn fn;
+    GemmPackRowsFn pack_a_rows; /* width mr, or NULL */
+    GemmPackRowsFn pack_b_rows; /* width nr, or NULL */
 };
 
 /* The largest tile any kernel uses (sizes the driver's scratch tile). */

@@ -10,24 +10,17 @@ target_sources(tinytorch PRIVATE
   ${TT_CPU_DIR}/gemm.cpp
   ${TT_CPU_DIR}/gemm_reference.cpp
   ${TT_CPU_DIR}/gemm_kernel_scalar.cpp
+  ${TT_CPU_DIR}/bias_gelu.cpp
+  ${TT_CPU_DIR}/bias_gelu_reference.cpp
 )
-# TRANSITIONAL: bias-GELU files join as they land.
-foreach(f bias_gelu.cpp bias_gelu_reference.cpp)
-  if(EXISTS ${TT_CPU_DIR}/${f})
-    target_sources(tinytorch PRIVATE ${TT_CPU_DIR}/${f})
-  endif()
-endforeach()
 
 if(TT_ARCH_X86)
   target_sources(tinytorch PRIVATE
     ${TT_CPU_DIR}/gemm_kernel_avx2.cpp
     ${TT_CPU_DIR}/gemm_kernel_avx512.cpp
+    ${TT_CPU_DIR}/bias_gelu_avx2.cpp
+    ${TT_CPU_DIR}/bias_gelu_avx512.cpp
   )
-  foreach(f bias_gelu_avx2.cpp bias_gelu_avx512.cpp)
-    if(EXISTS ${TT_CPU_DIR}/${f})
-      target_sources(tinytorch PRIVATE ${TT_CPU_DIR}/${f})
-    endif()
-  endforeach()
   if(MSVC)
     set(TT_AVX2_FLAGS "/arch:AVX2")
     set(TT_AVX512_FLAGS "/arch:AVX512")

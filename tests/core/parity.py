@@ -99,7 +99,7 @@ def check_parity(op, ref, inputs, *, rng, dtype=np.float32, diff=None,
                 arr = v.astype(dtype)
                 if layout == "strided":
                     arr = strided_copy(arr)
-                tensors.append(Tensor(arr, requires_grad=d, dtype=dtype))
+                tensors.append(Tensor.from_numpy(arr, requires_grad=d))  # keeps the strided view
             else:
                 tensors.append(v)
         out = op(*tensors)

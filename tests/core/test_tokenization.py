@@ -200,3 +200,19 @@ def test_next_token_dataset_and_tokenizer_windows():
     x, y = tok.make_windows(TEXT, 16, 8)
     np.testing.assert_array_equal(x, ds.inputs)
     np.testing.assert_array_equal(y, ds.targets)
+
+
+def test_next_token_dataset_with_dataloader():
+    from tinytorch.core.dataloader import DataLoader, Dataset
+    ids = np.arange(50) % 7
+    ds = NextTokenDataset(ids, context_length=5, stride=3)
+    assert isinstance(ds, Dataset)
+    batches = list(DataLoader(ds, batch_size=4, shuffle=True, seed=0))
+    xs = np.concatenate([b[0].data for b in batches])
+    ys = np.concatenate([b[1].data for b in batches])
+    assert xs.shape == (len(ds), 5)
+    # every window appears once, with its own target
+    order = np.lexsort(xs.T[::-1])
+    ref_order = np.lexsort(ds.inputs.T[::-1])
+    np.testing.assert_array_equal(xs[order], ds.inputs[ref_order])
+    np.testing.assert_array_equal(ys[order], ds.targets[ref_order])

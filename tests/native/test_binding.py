@@ -51,7 +51,7 @@ def test_status_errors_carry_the_library_message(lib):
     b = np.ones((4, 5), np.float32)
     c = np.zeros((3, 5), np.float32)
     f = _native.f32_ptr
-    with pytest.raises(ValueError, match=r"lda=2.*K=4|K=4.*lda=2") as err:
+    with pytest.raises(ValueError, match=r"lda=2.*must be >= 4") as err:
         _native.check(lib.tt_sgemm(0, 0, 3, 5, 4, 1.0, f(a), 2, f(b), 5, 0.0, f(c), 5), "sgemm")
     assert "TT_ERR" in str(err.value)
     with pytest.raises(ValueError, match="NULL"):

@@ -115,7 +115,7 @@ def _as_tensor(x, name):
     if isinstance(x, Tensor):
         return x
     if isinstance(x, np.ndarray):
-        return Tensor(x)
+        return Tensor(x, dtype=x.dtype if x.dtype.kind == "f" else None)  # arrays keep their float dtype
     raise TypeError(f"scaled_dot_product_attention: {name} must be a Tensor or ndarray, got {type(x).__name__}")
 
 
@@ -255,7 +255,8 @@ class MultiHeadAttention(Layer):
             scores = np.where(mask, scores, -np.inf) if mask.dtype == np.bool_ else scores + mask
         if causal:
             scores = np.where(causal_mask(scores.shape[-2], scores.shape[-1]), scores, -np.inf)
-        return out, Tensor(stable_softmax(scores).mean(axis=1))
+        weights = stable_softmax(scores).mean(axis=1)
+        return out, Tensor(weights, dtype=weights.dtype)
 
     def extra_repr(self):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"

@@ -182,15 +182,20 @@ class Adam(Optimizer):
         else:
             v = state["exp_avg_sq"]
         t = state["step"] = state["step"] + 1
+        # in place with one scratch buffer: ~10 passes over the parameter, no temporaries
+        scratch = np.multiply(g, 1.0 - b1, dtype=data.dtype)
         m *= b1
-        m += (1.0 - b1) * g
+        m += scratch
+        np.multiply(g, g, out=scratch, dtype=data.dtype)
+        scratch *= 1.0 - b2
         v *= b2
-        v += (1.0 - b2) * (g * g)
-        step_size = self.lr / (1.0 - b1 ** t)
-        denom = np.sqrt(v)
-        denom *= 1.0 / math.sqrt(1.0 - b2 ** t)
-        denom += self.eps
-        data -= step_size * (m / denom)
+        v += scratch
+        np.sqrt(v, out=scratch)
+        scratch *= 1.0 / math.sqrt(1.0 - b2 ** t)
+        scratch += self.eps
+        np.divide(m, scratch, out=scratch)
+        scratch *= self.lr / (1.0 - b1 ** t)
+        data -= scratch
 
 
 class AdamW(Adam):

@@ -8,6 +8,10 @@ What this file owns
     the Python operators that call them. ``Function`` is re-exported here because the
     extension guide imports it as ``from tinytorch.core.tensor import Tensor, Function``.
 
+The constructor copies its input (like ``torch.tensor``), so an optimizer updating a
+parameter in place never writes into the caller's array; ``Tensor.from_numpy(arr)``
+shares the array instead (like ``torch.from_numpy``).
+
 Dtype rule (dtype=None): Python numbers and lists become float32; float16 and float32
 arrays keep their dtype; float64 arrays become float32 (NumPy's default float64 would
 otherwise silently double memory and time) unless ``dtype=np.float64`` is asked for;
@@ -33,11 +37,11 @@ _FLOAT_KEEP = (np.dtype(np.float16), np.dtype(np.float32))
 
 def _as_array(data, dtype):
     if dtype is not None:
-        return np.asarray(data, dtype=dtype)
+        return np.array(data, dtype=dtype)
     if isinstance(data, np.ndarray):
         dt = data.dtype
         if dt in _FLOAT_KEEP or dt.kind in "iub":
-            return data
+            return data.copy()
         if dt.kind == "f":
             return data.astype(np.float32)
         if dt.kind == "c":
@@ -65,6 +69,17 @@ class Tensor:
         self.grad = None
         self.requires_grad = bool(requires_grad)
         self._ctx = None
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray, requires_grad: bool = False) -> "Tensor":
+        """Wrap ``array`` without copying it or changing its dtype (views stay views)."""
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"from_numpy: expected a NumPy array, got {type(array).__name__}")
+        if array.dtype.kind not in "fiub":
+            raise TypeError(f"from_numpy: unsupported dtype {array.dtype}")
+        if requires_grad and array.dtype.kind != "f":
+            raise TypeError(f"from_numpy: only floating-point tensors can require grad, got {array.dtype}")
+        return Tensor._make(array, bool(requires_grad), None)
 
     @classmethod
     def _make(cls, data: np.ndarray, requires_grad: bool, ctx):
@@ -326,31 +341,30 @@ class Tensor:
         return self.reshape(shape[:s] + (int(np.prod(shape[s:e + 1])),) + shape[e + 1:])
 
     def transpose(self, *axes):
-        """No axes: reverse all. Two axes (PyTorch): swap them. n axes: a permutation."""
+        """No axes: reverse all (``.T``). Two ints (PyTorch): swap those two axes.
+        One tuple/list (NumPy): a full permutation."""
         nd = self.data.ndim
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
-            axes = tuple(axes[0])
+            return self.permute(tuple(axes[0]))
         if len(axes) == 0:
             perm = tuple(range(nd - 1, -1, -1))
-        elif len(axes) == 2 and nd != 2:
-            a, b = (x % nd for x in axes)
+        elif len(axes) == 2:
+            if not all(-nd <= int(x) < nd for x in axes):
+                raise ValueError(f"transpose: axes {axes} are out of range for shape {self.data.shape}")
+            a, b = (int(x) % nd for x in axes)
             perm = list(range(nd))
             perm[a], perm[b] = perm[b], perm[a]
             perm = tuple(perm)
         else:
-            perm = tuple(int(x) % nd for x in axes)
-            if len(axes) == 2 and nd == 2 and perm[0] == perm[1]:
-                perm = (0, 1)
-        if sorted(perm) != list(range(nd)):
-            raise ValueError(f"transpose: axes {axes} do not fit a tensor of shape {self.data.shape}")
+            return self.permute(axes)
         return Permute.apply(self, perm=perm)
 
     def permute(self, *dims):
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])
         nd = self.data.ndim
-        perm = tuple(int(d) % nd for d in dims) if nd else ()
-        if sorted(perm) != list(range(nd)):
+        perm = tuple(int(d) % nd for d in dims if -nd <= int(d) < nd) if nd else ()
+        if len(perm) != len(dims) or sorted(perm) != list(range(nd)):
             raise ValueError(f"permute: {dims} is not a permutation of the {nd} axes of shape {self.data.shape}")
         return Permute.apply(self, perm=perm)
 

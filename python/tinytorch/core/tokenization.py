@@ -26,10 +26,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-try:  # The Dataset base class comes from core part 1; the windows work without it.
-    from .dataloader import Dataset as _DatasetBase
-except Exception:  # pragma: no cover - only while the data module is missing
-    _DatasetBase = object
+from .dataloader import Dataset as _DatasetBase
 
 __all__ = ["Tokenizer", "CharTokenizer", "BPETokenizer", "make_windows", "NextTokenDataset"]
 
@@ -374,3 +371,8 @@ class NextTokenDataset(_DatasetBase):
 
     def __getitem__(self, idx):
         return self.inputs[idx], self.targets[idx]
+
+    def get_batch(self, indices):
+        """A whole batch by fancy indexing (the DataLoader uses this when present)."""
+        indices = np.asarray(indices)
+        return self.inputs[indices], self.targets[indices]

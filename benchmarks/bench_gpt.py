@@ -1,0 +1,271 @@
+"""GPT training step: milliseconds per step and tokens/s, TinyTorch vs PyTorch CPU, same run.
+
+Workload (the issue's): GPT with vocab 65, context 128, 4 layers, 4 heads, d=128, batch 32,
+AdamW (lr 3e-4, weight decay 0.1), cross-entropy over every position, dropout 0. A step is
+zero_grad + forward + loss + backward + AdamW step. PyTorch runs the same architecture (pre-LN
+blocks, separate q/k/v/out projections, GELU tanh MLP, learned positions, untied head) written
+with torch.nn and F.scaled_dot_product_attention, starting from TinyTorch's weights, so the
+first-step losses printed side by side must agree.
+
+Steps are timed one at a time in alternating rounds (machine-load drift hits both), after a
+warm-up; the table shows medians, the p10-p90 range, tokens/s (batch * context / step time) and
+the TinyTorch / PyTorch ratio. Threads: BLAS (threadpoolctl) and torch.set_num_threads get the
+same count (--threads, default all cores). A "NumPy GEMMs only" row times just the float32
+matrix products of one step (forward and backward of every projection and attention product):
+the floor any NumPy-backed framework sits on.
+
+Usage: python benchmarks/bench_gpt.py [--threads N] [--steps 3] [--rounds 2]
+Writes benchmarks/results/bench_gpt.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+from tinytorch.core import random as tt_random  # noqa: E402
+from tinytorch.core.losses import cross_entropy  # noqa: E402
+from tinytorch.core.optimizers import AdamW  # noqa: E402
+from tinytorch.core.transformers import GPT  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+try:
+    from threadpoolctl import threadpool_limits
+except ImportError:
+    threadpool_limits = None
+
+CONFIG = dict(vocab_size=65, embed_dim=128, num_layers=4, num_heads=4, max_seq_len=128)
+BATCH = 32
+LR, WEIGHT_DECAY = 3e-4, 0.1
+
+
+def build_torch_gpt(ours):
+    """The same GPT in torch.nn, named like ours so weights copy across by name."""
+    nn, F = torch.nn, torch.nn.functional
+    e, h = ours.embed_dim, ours.num_heads
+
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(e, e) for _ in range(4))
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            split = lambda z: z.view(b, t, h, e // h).transpose(1, 2)
+            o = F.scaled_dot_product_attention(split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x)),
+                                               is_causal=True)
+            return self.out_proj(o.transpose(1, 2).reshape(b, t, e))
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = nn.Linear(e, 4 * e), nn.Linear(4 * e, e)
+
+        def forward(self, x):
+            return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.attn, self.ln2, self.mlp = nn.LayerNorm(e), Attn(), nn.LayerNorm(e), MLP()
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+
+    class TorchGPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.token_embedding = nn.Embedding(ours.vocab_size, e)
+            self.position_embedding = nn.Module()
+            self.position_embedding.weight = nn.Parameter(torch.zeros(ours.max_seq_len, e))
+            self.blocks = nn.ModuleList(Block() for _ in range(ours.num_layers))
+            self.ln_f = nn.LayerNorm(e)
+            self.lm_head = nn.Linear(e, ours.vocab_size, bias=False)
+
+        def forward(self, idx):
+            x = self.token_embedding(idx) + self.position_embedding.weight[: idx.shape[1]]
+            for block in self.blocks:
+                x = block(x)
+            return self.lm_head(self.ln_f(x))
+
+    model = TorchGPT()
+    theirs = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, p in ours.named_parameters():
+            is_linear = p.data.ndim == 2 and "embedding" not in name
+            value = p.data.T if is_linear else p.data  # our Linear weight is (in, out), torch's (out, in)
+            theirs[name].copy_(torch.from_numpy(np.ascontiguousarray(value)))
+    assert len(theirs) == len(list(ours.named_parameters())), "parameter sets differ"
+    return model
+
+
+def tinytorch_step_fn(model, x, y):
+    opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    v = model.vocab_size
+
+    def step():
+        opt.zero_grad()
+        loss = cross_entropy(model(x).reshape(-1, v), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return float(loss.item())
+    return step
+
+
+def torch_step_fn(model, x, y):
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+    v = CONFIG["vocab_size"]
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(tx).reshape(-1, v), ty.reshape(-1))
+        loss.backward()
+        opt.step()
+        return float(loss.item())
+    return step
+
+
+def numpy_gemm_step_fn(rng):
+    """Only the float32 matrix products of one training step (forward + backward)."""
+    b, t, e, v, h, n = BATCH, CONFIG["max_seq_len"], CONFIG["embed_dim"], CONFIG["vocab_size"], \
+        CONFIG["num_heads"], CONFIG["num_layers"]
+    d = e // h
+    x = rng.standard_normal((b * t, e)).astype(np.float32)
+    w_e = rng.standard_normal((e, e)).astype(np.float32)
+    w_up = rng.standard_normal((e, 4 * e)).astype(np.float32)
+    w_down = rng.standard_normal((4 * e, e)).astype(np.float32)
+    w_head = rng.standard_normal((e, v)).astype(np.float32)
+    q = rng.standard_normal((b, h, t, d)).astype(np.float32)
+    hidden = rng.standard_normal((b * t, 4 * e)).astype(np.float32)
+    logits = rng.standard_normal((b * t, v)).astype(np.float32)
+
+    def linear(inp, w, g):  # forward, grad input, grad weight
+        inp @ w
+        g @ w.T
+        inp.T @ g
+
+    def step():
+        for _ in range(n):
+            for _ in range(4):
+                linear(x, w_e, x)
+            s = q @ q.swapaxes(-1, -2)          # scores
+            s @ q                               # weighted sum
+            s.swapaxes(-1, -2) @ q              # dV
+            q @ q.swapaxes(-1, -2)              # dP
+            s @ q                               # dQ
+            s.swapaxes(-1, -2) @ q              # dK
+            linear(x, w_up, hidden)
+            linear(hidden, w_down, x)
+        linear(x, w_head, logits)
+    return step
+
+
+def time_steps(fns, steps, rounds, warmup=1):
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    return {name: np.array(v) * 1e3 for name, v in times.items()}
+
+
+def machine_description(threads):
+    lines = [f"- Python {platform.python_version()} on {platform.system()} {platform.release()} ({platform.machine()})",
+             f"- NumPy {np.__version__}" + (f", PyTorch {torch.__version__}" if torch else ", PyTorch not installed"),
+             f"- threads: {threads} (BLAS via threadpoolctl" + (" and torch.set_num_threads)" if torch else ")")]
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for key in ("Model name", "CPU(s)", "L2 cache", "L3 cache", "Flags"):
+            for line in out.splitlines():
+                if line.startswith(key + ":"):
+                    value = line.split(":", 1)[1].strip()
+                    if key == "Flags":
+                        value = " ".join(f for f in value.split() if f in ("avx2", "fma", "f16c", "avx512f"))
+                    lines.append(f"- {key}: {value}")
+    except (OSError, subprocess.SubprocessError):
+        lines.append(f"- CPU: {platform.processor() or 'unknown'} (lscpu unavailable)")
+    try:
+        from tinytorch import native
+        lines.append(f"- TinyTorch native runtime: {'available' if native.available() else 'not used (' + native.reason() + ')'}")
+    except Exception as exc:  # the report must not fail over a missing runtime
+        lines.append(f"- TinyTorch native runtime: unknown ({exc})")
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per framework per round")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--out", default=os.path.join(HERE, "results", "bench_gpt.md"))
+    args = parser.parse_args()
+
+    limiter = threadpool_limits(limits=args.threads) if threadpool_limits else None
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    t = CONFIG["max_seq_len"]
+    x = rng.integers(0, CONFIG["vocab_size"], size=(BATCH, t)).astype(np.int64)
+    y = rng.integers(0, CONFIG["vocab_size"], size=(BATCH, t)).astype(np.int64)
+
+    tt_random.manual_seed(0)
+    model = GPT(**CONFIG)
+    fns = {"TinyTorch": tinytorch_step_fn(model, x, y)}
+    if torch is not None:
+        fns["PyTorch"] = torch_step_fn(build_torch_gpt(model), x, y)
+        # same weights, same batch: the first losses must agree before anything is timed
+        first = {name: fn() for name, fn in fns.items()}
+        print("first-step loss: " + ", ".join(f"{n} {v:.6f}" for n, v in first.items()))
+        if abs(first["TinyTorch"] - first["PyTorch"]) > 1e-3:
+            raise SystemExit("the two models disagree: the comparison would be meaningless")
+    fns["NumPy GEMMs only"] = numpy_gemm_step_fn(rng)
+    results = time_steps(fns, args.steps, args.rounds)
+
+    tokens = BATCH * t
+    ref = np.median(results["PyTorch"]) if "PyTorch" in results else None
+    header = "| implementation | median ms/step | p10-p90 ms | tokens/s | vs PyTorch |"
+    table = [header, "|---|---:|---:|---:|---:|"]
+    for name, ms in results.items():
+        med = np.median(ms)
+        ratio = f"{med / ref:.2f}x" if ref else "n/a"
+        table.append(f"| {name} | {med:.1f} | {np.percentile(ms, 10):.1f}-{np.percentile(ms, 90):.1f} | "
+                     f"{tokens / (med / 1e3):,.0f} | {ratio} |")
+    print("\n".join(table))
+
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write("# GPT training step: TinyTorch vs PyTorch CPU\n\n")
+        f.write(f"Command: `python benchmarks/bench_gpt.py --threads {args.threads} --steps {args.steps} "
+                f"--rounds {args.rounds}` ({time.strftime('%Y-%m-%d')}); "
+                f"{args.steps * args.rounds} timed steps per implementation after 1 warm-up step.\n\n")
+        f.write("GPT: vocab 65, context 128, 4 layers, 4 heads, d=128, batch 32 (4,096 tokens/step), AdamW, "
+                "cross-entropy over every position. A step is zero_grad + forward + loss + backward + AdamW; "
+                "both start from the same weights (first-step losses agree). Ratios are TinyTorch / PyTorch "
+                "medians from the same run. Goal once the fast kernels land: within 1.5x of PyTorch.\n\n")
+        f.write("\n".join(table) + "\n\nMachine:\n\n" + "\n".join(machine_description(args.threads)) + "\n")
+    print(f"wrote {args.out}")
+    if limiter is not None and hasattr(limiter, "unregister"):
+        limiter.unregister()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""LoRA scorecard: optimizer memory for a 4096 x 16384 projection, and fine-tuning a small GPT.
+
+Part 1 (the extension guide's table, measured): one AdamW step on a bias-free
+Linear(4096, 16384) (67.1 M weights), once with every weight trained and once per rank
+r = 16, 8, 4 with the weight frozen inside a LoRALinear. Trainable parameters are counted from
+``requires_grad``; gradient and Adam-state bytes are summed from the arrays that actually exist
+after the step (``p.grad`` and every array in ``optimizer.state``), not from a formula. Also
+the time of that step (forward + backward + AdamW on a batch of 8 rows).
+
+Part 2 (end to end): a character-level GPT is pretrained on corpus A (Python source code from
+the standard library), then fine-tuned on corpus B (the Python licence text, prose) twice from
+the same pretrained weights: with ``inject_lora`` into every attention projection
+(q/k/v/out_proj) and everything else frozen, and with full fine-tuning. Reported: held-out
+corpus-B loss before and after, trainable share of parameters, optimizer state bytes,
+ms per step.
+
+Usage: python benchmarks/bench_lora.py [--quick]
+Writes benchmarks/results/bench_lora.md.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import platform
+import subprocess
+import sys
+
+# One BLAS thread unless told otherwise: on a shared 2-core machine, spinning OpenBLAS threads
+# make every GEMM several times slower and the timings meaningless.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+
+import tinytorch  # noqa: E402
+from tinytorch import native  # noqa: E402
+from tinytorch.core import random as tt_random  # noqa: E402
+from tinytorch.core.autograd import no_grad  # noqa: E402
+from tinytorch.core.layers import Linear  # noqa: E402
+from tinytorch.core.losses import cross_entropy  # noqa: E402
+from tinytorch.core.optimizers import AdamW  # noqa: E402
+from tinytorch.core.tensor import Tensor  # noqa: E402
+from tinytorch.core.tokenization import CharTokenizer  # noqa: E402
+from tinytorch.core.transformers import GPT  # noqa: E402
+from tinytorch.extensions import LoRALinear, inject_lora  # noqa: E402
+from tinytorch.perf.benchmarking import precise_timer  # noqa: E402
+
+
+def machine_description() -> str:
+    lines = [f"- Python {platform.python_version()}, NumPy {np.__version__}, "
+             f"{platform.system()} {platform.release()} ({platform.machine()})"]
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=5).stdout
+        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
+        lines.append(f"- CPU: {model}, {os.cpu_count()} logical cores visible")
+    except (OSError, subprocess.SubprocessError):
+        lines.append(f"- CPU: {platform.processor() or 'unknown'}, {os.cpu_count()} cores")
+    lines.append(f"- BLAS/OpenMP threads: {os.environ.get('OPENBLAS_NUM_THREADS')} "
+                 f"(machine shared with other jobs; load average {os.getloadavg()[0]:.1f} at the end of the run)")
+    lines.append(f"- TinyTorch runtime: {'loaded, ISA ' + native.isa() if native.available() else 'not loaded (' + native.reason()[:80] + '...)'}")
+    return "\n".join(lines)
+
+
+def mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:,.2f} MB"
+
+
+# ----------------------------------------------------------------------------- part 1
+
+def state_bytes(opt) -> int:
+    return sum(v.nbytes for s in opt.state.values() for v in s.values() if isinstance(v, np.ndarray))
+
+
+def projection_scorecard(d=4096, k=16384, ranks=(16, 8, 4), batch=8):
+    tt_random.manual_seed(0)
+    base = Linear(d, k, bias=False)
+    x = Tensor(np.random.default_rng(0).standard_normal((batch, d)).astype(np.float32))
+    rows = []
+    for rank in (None,) + tuple(ranks):
+        if rank is None:
+            base.weight.requires_grad = True
+            layer = base
+        else:
+            layer = LoRALinear.from_linear(base, rank=rank, alpha=2 * rank)  # freezes base.weight
+        params = [p for _, p in layer.named_parameters() if p.requires_grad]
+        opt = AdamW(params, lr=1e-4)
+        with precise_timer() as t:
+            opt.zero_grad()
+            out = layer(x)
+            (out * out).mean().backward()
+            opt.step()
+        trainable = sum(p.data.size for p in params)
+        rows.append({"config": "Full fine-tuning" if rank is None else f"LoRA (r = {rank})",
+                     "trainable": trainable, "weights": sum(p.data.nbytes for p in params),
+                     "grads": sum(p.grad.nbytes for p in params if p.grad is not None),
+                     "adam": state_bytes(opt), "ms": t.elapsed * 1e3,
+                     "frozen_grad": base.weight.grad is not None and rank is not None})
+        del opt, out
+        base.weight.grad = None
+    full = rows[0]["adam"]
+    lines = ["| Configuration | Trainable params | Trainable weight memory | Gradient memory | "
+             "Adam state (measured) | Adam state reduction | Step time (batch 8) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        red = "reference" if r is rows[0] else f"{100 * (1 - r['adam'] / full):.2f} %"
+        lines.append(f"| {r['config']} | {r['trainable']:,} | {mb(r['weights'])} | {mb(r['grads'])} | "
+                     f"{mb(r['adam'])} | {red} | {r['ms']:.0f} ms |")
+    assert not any(r["frozen_grad"] for r in rows), "a frozen base weight received a gradient"
+    return "\n".join(lines), rows
+
+
+# ----------------------------------------------------------------------------- part 2
+
+def corpora():
+    import argparse as _argparse
+    import textwrap as _textwrap
+    code = inspect.getsource(_textwrap) + inspect.getsource(_argparse)[:40000]
+    licence_path = os.path.join(sys.base_prefix, "lib", f"python{sys.version_info.major}.{sys.version_info.minor}",
+                                "LICENSE.txt")
+    if os.path.exists(licence_path):
+        with open(licence_path, encoding="utf-8") as f:
+            prose = f.read()
+    else:  # a Python without its licence file: fall back to prose from the standard library docs
+        prose = "\n".join(inspect.getdoc(m) or "" for m in (_argparse, _textwrap, inspect, os))
+    return code, prose
+
+
+def batches(ids, context, batch, rng):
+    starts = rng.integers(0, len(ids) - context - 1, batch)
+    x = np.stack([ids[s:s + context] for s in starts])
+    y = np.stack([ids[s + 1:s + 1 + context] for s in starts])
+    return x, y
+
+
+def eval_loss(model, ids, context, n=8):
+    model.eval()
+    with no_grad():
+        starts = np.linspace(0, len(ids) - context - 1, n).astype(int)
+        x = np.stack([ids[s:s + context] for s in starts])
+        y = np.stack([ids[s + 1:s + 1 + context] for s in starts])
+        logits = model(x)
+        loss = cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+    model.train()
+    return loss
+
+
+def train(model, params, ids, steps, lr, context, batch, seed):
+    rng = np.random.default_rng(seed)
+    opt = AdamW(params, lr=lr, weight_decay=0.0)
+    times = []
+    for _ in range(steps):
+        x, y = batches(ids, context, batch, rng)
+        with precise_timer() as t:
+            opt.zero_grad()
+            logits = model(x)
+            loss = cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            opt.step()
+        times.append(t.elapsed)
+    return opt, float(np.median(times) * 1e3)
+
+
+def gpt_end_to_end(quick: bool):
+    code, prose = corpora()
+    tok = CharTokenizer(code + prose)
+    a_ids = np.array(tok.encode(code), dtype=np.int64)
+    b_ids = np.array(tok.encode(prose), dtype=np.int64)
+    split = int(0.85 * len(b_ids))
+    b_train, b_test = b_ids[:split], b_ids[split:]
+    context, batch = 64, 16
+    pre_steps, ft_steps = (60, 30) if quick else (200, 100)
+    cfg = dict(vocab_size=tok.vocab_size, embed_dim=96, num_layers=3, num_heads=4, max_seq_len=context)
+    tt_random.manual_seed(0)
+    model = GPT(**cfg)
+    _, pre_ms = train(model, model.parameters(), a_ids, pre_steps, 3e-3, context, batch, seed=1)
+    pretrained = model.state_dict()
+    total = sum(p.data.size for _, p in model.named_parameters())
+    before = eval_loss(model, b_test, context)
+    pre_a = eval_loss(model, a_ids[-4000:], context)
+
+    results = {}
+    for mode in ("LoRA r=2 on q/k/v/out_proj", "Full fine-tuning"):
+        tt_random.manual_seed(1)
+        m = GPT(**cfg)
+        m.load_state_dict(pretrained)
+        if mode.startswith("LoRA"):
+            names = inject_lora(m, ["q_proj", "k_proj", "v_proj", "out_proj"], rank=2, alpha=4)
+            lr = 1e-2
+        else:
+            names = []
+            lr = 1e-3
+        params = [p for _, p in m.named_parameters() if p.requires_grad]
+        trainable = sum(p.data.size for p in params)
+        opt, ms = train(m, params, b_train, ft_steps, lr, context, batch, seed=2)
+        results[mode] = {"trainable": trainable, "share": trainable / total, "after": eval_loss(m, b_test, context),
+                         "state": state_bytes(opt), "ms": ms, "layers": len(names),
+                         "after_a": eval_loss(m, a_ids[-4000:], context)}
+    lines = [f"GPT: vocab {tok.vocab_size}, d = 96, 3 layers, 4 heads, context {context}, batch {batch}; "
+             f"{total:,} parameters. Pretrained {pre_steps} AdamW steps on corpus A ({len(a_ids):,} chars of "
+             f"Python source; {pre_ms:.0f} ms/step), fine-tuned {ft_steps} steps on corpus B "
+             f"({len(b_train):,} chars of licence prose, last {len(b_test):,} held out).", "",
+             "| Fine-tuning | Trainable params | Share of model | AdamW state | Held-out B loss before | "
+             "after | Corpus A loss after (was {:.3f}) | ms/step |".format(pre_a),
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for mode, r in results.items():
+        lines.append(f"| {mode} | {r['trainable']:,} | {100 * r['share']:.2f} % | {mb(r['state'])} | "
+                     f"{before:.3f} | {r['after']:.3f} | {r['after_a']:.3f} | {r['ms']:.0f} |")
+    return "\n".join(lines), results, before
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer training steps (a smoke run)")
+    args = ap.parse_args()
+    print("part 1: 4096 x 16384 projection ...", flush=True)
+    table1, rows = projection_scorecard()
+    print(table1, flush=True)
+    print("part 2: GPT pretrain + fine-tune ...", flush=True)
+    table2, results, before = gpt_end_to_end(args.quick)
+    print(table2)
+    report = "\n".join([
+        "# LoRA scorecard", "", "Command: `python benchmarks/bench_lora.py`" + (" --quick" if args.quick else ""), "",
+        "## Machine", machine_description(), "",
+        "## 1. A 4096 x 16384 projection, one AdamW step (measured from the live arrays)", "",
+        table1, "",
+        "Adam state is the sum of `nbytes` over `optimizer.state` after the step (exp_avg and exp_avg_sq, "
+        "float32). The extension guide's table (268.4 MB weights / 536.9 MB Adam state for full fine-tuning; "
+        "99.5 / 99.8 / 99.9 % reduction) is reproduced by measurement. Step time includes the "
+        "weight-gradient GEMM and the AdamW update over 67 M weights, both of which LoRA removes.", "",
+        "## 2. End to end: pretrain on A, fine-tune on B", "", table2, "",
+        "Loss is mean cross-entropy per character (nats). LoRA (alpha = 4, lr 1e-2) and full fine-tuning "
+        "(lr 1e-3) start from the same pretrained weights and see the same batches.",
+    ])
+    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+    with open(os.path.join(HERE, "results", "bench_lora.md"), "w") as f:
+        f.write(report + "\n")
+    print("wrote benchmarks/results/bench_lora.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""Quantization: INT8 quantize/dequantize and an INT8 Linear layer for inference.
+
+The bottleneck it removes
+  A float32 weight costs 4 bytes; an int8 weight costs 1, so weights take a quarter of the memory
+  and memory bandwidth, and integer multiply-accumulate is cheaper than float on most hardware.
+
+What this file owns
+  compute_qparams(x, symmetric, per_channel, axis)   scale and zero point
+      symmetric:  scale = max|x| / 127, zero_point = 0, q in [-127, 127] (the restricted range,
+                  so +-max both map exactly and -128 is never produced)
+      asymmetric: the range [min(x, 0), max(x, 0)] is mapped onto [-128, 127]:
+                  scale = (hi - lo) / 255, zero_point = round(-128 - lo / scale); 0.0 is exact.
+      per-channel: one scale (and zero point) per index along ``axis`` (for a Linear weight of
+                  shape (in, out) the output channels are axis 1).
+  quantize(x, qp) = clip(round(x * (1/scale)) + zero_point)  (round half to even, like PyTorch)
+  dequantize(q, qp) = (q - zero_point) * scale
+  quantize_int8(...) -> QuantizedTensor (q, params; ``dequantize()``, ``nbytes``)
+  quantization_error(x, x_hat)   max/mean absolute error, RMSE and SQNR in dB
+  QuantizedLinear.from_linear(linear, per_channel=True)   int8 weights (symmetric, per output
+      channel); at run time the input is quantized per tensor (asymmetric, dynamic range), the
+      product is accumulated in int32, and one float multiply per output rescales it:
+          y = sx * sw[j] * sum_k (xq[k] - zx) * wq[k, j] + b[j]
+  quantize_model(model)   replaces every plain ``Linear`` (by name) with a QuantizedLinear
+  model_size_bytes(model), size_report(float_model, quantized_model)
+
+What it assumes / never does
+  Inference only: a QuantizedLinear has no trainable parameters and records no gradient. The
+  int32 product uses NumPy integer matmul, not the float GEMM dispatch point, because a float
+  kernel would round sums beyond 2^24 and the point here is exact integer accumulation
+  (|sum| <= K * 255 * 127 fits int32 for K < 66,000; larger K raises).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layers import Layer, Linear
+from .tensor import Tensor
+
+__all__ = ["QuantParams", "QuantizedTensor", "compute_qparams", "quantize", "dequantize", "quantize_int8",
+           "quantization_error", "QuantizedLinear", "quantize_model", "model_size_bytes", "size_report"]
+
+INT8_MIN, INT8_MAX = -128, 127
+
+
+@dataclass
+class QuantParams:
+    scale: np.ndarray        # float32, shape () or (channels,)
+    zero_point: np.ndarray   # int32, same shape as scale
+    symmetric: bool
+    axis: int | None         # channel axis, None for per-tensor
+
+    def _broadcast(self, ndim: int):
+        if self.axis is None:
+            return self.scale, self.zero_point
+        shape = [1] * ndim
+        shape[self.axis] = -1
+        return self.scale.reshape(shape), self.zero_point.reshape(shape)
+
+    @property
+    def qmin(self) -> int:
+        return -INT8_MAX if self.symmetric else INT8_MIN
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.scale.nbytes + self.zero_point.nbytes)
+
+
+def _array(x) -> np.ndarray:
+    arr = x.data if isinstance(x, Tensor) else np.asarray(x)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"quantization expects a floating-point array, got dtype {arr.dtype}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("quantization: input contains NaN or inf")
+    return arr
+
+
+def compute_qparams(x, symmetric: bool = True, per_channel: bool = False, axis: int = 0) -> QuantParams:
+    """Scale and zero point that map the range of ``x`` onto int8 (see the module docstring)."""
+    arr = _array(x)
+    if per_channel:
+        if arr.ndim == 0:
+            raise ValueError("per-channel quantization needs at least one axis")
+        axis = int(axis) % arr.ndim
+        reduce = tuple(i for i in range(arr.ndim) if i != axis)
+        if arr.shape[axis] == 0:
+            raise ValueError(f"per-channel quantization along axis {axis} of an empty axis (shape {arr.shape})")
+        lo = arr.min(axis=reduce) if arr.size else np.zeros(arr.shape[axis])
+        hi = arr.max(axis=reduce) if arr.size else np.zeros(arr.shape[axis])
+    else:
+        axis = None
+        lo = np.asarray(arr.min() if arr.size else 0.0)
+        hi = np.asarray(arr.max() if arr.size else 0.0)
+    lo = np.minimum(lo.astype(np.float64), 0.0)
+    hi = np.maximum(hi.astype(np.float64), 0.0)
+    if symmetric:
+        amax = np.maximum(-lo, hi)
+        scale = amax / INT8_MAX
+        zero_point = np.zeros(scale.shape, dtype=np.int32)
+    else:
+        scale = (hi - lo) / (INT8_MAX - INT8_MIN)
+        safe = np.where(scale > 0, scale, 1.0)
+        zero_point = np.clip(np.round(INT8_MIN - lo / safe), INT8_MIN, INT8_MAX).astype(np.int32)
+    # An all-zero range has no information: any positive scale reproduces it exactly.
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    return QuantParams(scale, zero_point, bool(symmetric), axis)
+
+
+def quantize(x, qp: QuantParams) -> np.ndarray:
+    arr = _array(x)
+    scale, zp = qp._broadcast(arr.ndim)
+    # Multiply by the float32 reciprocal, as PyTorch's kernels do, so the two round identically.
+    inv_scale = (np.float32(1.0) / scale.astype(np.float32)).astype(np.float32)
+    q = np.round(arr.astype(np.float32) * inv_scale) + zp
+    return np.clip(q, qp.qmin, INT8_MAX).astype(np.int8)
+
+
+def dequantize(q: np.ndarray, qp: QuantParams) -> np.ndarray:
+    q = np.asarray(q)
+    if q.dtype != np.int8:
+        raise TypeError(f"dequantize expects int8 values, got {q.dtype}")
+    scale, zp = qp._broadcast(q.ndim)
+    return ((q.astype(np.int32) - zp).astype(np.float32) * scale).astype(np.float32)
+
+
+@dataclass
+class QuantizedTensor:
+    q: np.ndarray
+    params: QuantParams
+
+    def dequantize(self) -> np.ndarray:
+        return dequantize(self.q, self.params)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.q.nbytes + self.params.nbytes)
+
+    @property
+    def shape(self):
+        return self.q.shape
+
+
+def quantize_int8(x, symmetric: bool = True, per_channel: bool = False, axis: int = 0) -> QuantizedTensor:
+    qp = compute_qparams(x, symmetric, per_channel, axis)
+    return QuantizedTensor(quantize(x, qp), qp)
+
+
+def quantization_error(x, x_hat) -> dict:
+    """How far ``x_hat`` (e.g. a dequantized copy) is from ``x``."""
+    a = np.asarray(x.data if isinstance(x, Tensor) else x, dtype=np.float64)
+    b = np.asarray(x_hat.data if isinstance(x_hat, Tensor) else x_hat, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"quantization_error: shapes differ: {a.shape} vs {b.shape}")
+    err = a - b
+    signal = float(np.mean(a * a)) if a.size else 0.0
+    noise = float(np.mean(err * err)) if a.size else 0.0
+    return {"max_abs_error": float(np.abs(err).max()) if a.size else 0.0,
+            "mean_abs_error": float(np.abs(err).mean()) if a.size else 0.0,
+            "rmse": noise ** 0.5,
+            "sqnr_db": float("inf") if noise == 0 else 10.0 * np.log10(signal / noise) if signal > 0 else float("-inf")}
+
+
+class QuantizedLinear(Layer):
+    """INT8 inference version of ``Linear``: int8 weights, int32 accumulation, float output."""
+
+    def __init__(self, weight_q: QuantizedTensor, bias: np.ndarray | None):
+        if weight_q.q.ndim != 2:
+            raise ValueError(f"QuantizedLinear: weight must be 2-D (in, out), got {weight_q.q.shape}")
+        if not weight_q.params.symmetric:
+            raise ValueError("QuantizedLinear: weights must be quantized symmetrically (zero point 0)")
+        self.in_features, self.out_features = weight_q.q.shape
+        # NumPy arrays, not Tensors: nothing here is a trainable parameter.
+        self.weight_q = weight_q.q
+        self.weight_params = weight_q.params
+        scale = weight_q.params.scale
+        self.weight_scale = np.broadcast_to(scale, (self.out_features,)).astype(np.float32) \
+            if weight_q.params.axis is None else scale.astype(np.float32)
+        self.weight_col_sums = self.weight_q.astype(np.int32).sum(axis=0)  # for the zero-point correction
+        self.bias = None if bias is None else np.asarray(bias, dtype=np.float32).copy()
+
+    @classmethod
+    def from_linear(cls, linear: Linear, per_channel: bool = True) -> "QuantizedLinear":
+        w = linear.weight.data
+        qt = quantize_int8(w, symmetric=True, per_channel=per_channel, axis=1)
+        bias = None if linear.bias is None else linear.bias.data
+        return cls(qt, bias)
+
+    def quantize_input(self, x: np.ndarray) -> QuantizedTensor:
+        return quantize_int8(x, symmetric=False, per_channel=False)
+
+    def int_matmul(self, xq: np.ndarray, zero_point: int) -> np.ndarray:
+        """sum_k (xq - zx) * wq in int32: the exact integer part of the layer."""
+        k = self.in_features
+        if k * 255 * 127 >= 2 ** 31:
+            raise ValueError(f"QuantizedLinear: in_features={k} could overflow the int32 accumulator")
+        acc = np.matmul(xq.astype(np.int32), self.weight_q.astype(np.int32))
+        acc -= np.int32(zero_point) * self.weight_col_sums
+        return acc
+
+    def forward(self, x):
+        tensor_in = isinstance(x, Tensor)
+        arr = x.data if tensor_in else np.asarray(x)
+        if arr.ndim == 0 or arr.shape[-1] != self.in_features:
+            raise ValueError(f"QuantizedLinear: input has shape {arr.shape}, expected [..., {self.in_features}]")
+        lead = arr.shape[:-1]
+        x2 = arr.reshape(-1, self.in_features)
+        xq = self.quantize_input(x2)
+        acc = self.int_matmul(xq.q, int(xq.params.zero_point))
+        out = acc.astype(np.float32) * (xq.params.scale * self.weight_scale)
+        if self.bias is not None:
+            out += self.bias
+        out = out.reshape(lead + (self.out_features,))
+        return Tensor(out) if tensor_in else out
+
+    def nbytes(self) -> int:
+        """Bytes the layer stores: int8 weights, scales, and the float32 bias."""
+        return int(self.weight_q.nbytes + self.weight_scale.nbytes + (0 if self.bias is None else self.bias.nbytes))
+
+    def dequantized_weight(self) -> np.ndarray:
+        return dequantize(self.weight_q, self.weight_params)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+def quantize_model(model: Layer, per_channel: bool = True, skip=()) -> list[str]:
+    """Replace every plain ``Linear`` in ``model`` (except names in ``skip``) by a QuantizedLinear
+    in place; returns the replaced names."""
+    targets = [(name, m) for name, m in model.named_modules() if type(m) is Linear and name and name not in skip]
+    for name, linear in targets:
+        model.set_submodule(name, QuantizedLinear.from_linear(linear, per_channel))
+    return [name for name, _ in targets]
+
+
+def model_size_bytes(model: Layer) -> int:
+    """Bytes of parameters plus the int8 buffers of quantized layers."""
+    total = sum(p.data.nbytes for p in model.parameters())
+    total += sum(m.nbytes() for _, m in model.named_modules() if isinstance(m, QuantizedLinear))
+    return int(total)
+
+
+def size_report(float_model: Layer, quantized_model: Layer) -> dict:
+    f, q = model_size_bytes(float_model), model_size_bytes(quantized_model)
+    return {"float_bytes": f, "quantized_bytes": q, "reduction": f / q if q else float("inf")}

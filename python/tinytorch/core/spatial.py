@@ -1,0 +1,263 @@
+"""Spatial layers: Conv2d (im2col + GEMM), MaxPool2d, AvgPool2d, all NCHW with gradients.
+
+What this file owns: the three layers, their Functions and the im2col / col2im helpers.
+
+Convolution as one GEMM: the input is zero-padded and, for each of the KH*KW kernel
+offsets, one strided slice of it is copied into ``cols`` of shape (C*KH*KW, N*OH*OW)
+(the "channels-first" im2col: every copy moves whole rows of OW pixels, which is several
+times faster than gathering windows pixel by pixel). Then ``W2 @ cols`` with W reshaped
+to (OC, C*KH*KW) gives all outputs at once through ``acceleration.gemm``; the result
+(OC, N, OH, OW) is returned as an NCHW view. The backward is two more GEMMs
+(``gW = g cols^T``, ``gcols = W2^T g``) and a col2im that adds each kernel offset's slice
+back into the padded input (a loop of KH*KW strided adds, never a loop over pixels).
+
+Pooling loops over the KH*KW kernel offsets the same way: max pooling keeps the running
+maximum of the strided slices and, in backward, sends each output's gradient to the first
+offset that holds the maximum (one position per window, like PyTorch's argmax); padding
+is -inf. Average pooling counts padding zeros in the divisor (PyTorch's default
+``count_include_pad=True``).
+
+Weights follow PyTorch: (out_channels, in_channels, KH, KW), uniform +-1/sqrt(fan_in).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import acceleration as _acc
+from .autograd import Function
+from .layers import Layer, Parameter
+from .random import get_generator
+from .tensor import Tensor
+
+__all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "conv2d", "max_pool2d", "avg_pool2d", "im2col", "col2im"]
+
+
+def _pair(v, name):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 2:
+            raise ValueError(f"{name} must be an int or a pair, got {v}")
+        return int(v[0]), int(v[1])
+    return int(v), int(v)
+
+
+def _out_size(size, k, s, p, who):
+    out = (size + 2 * p - k) // s + 1
+    if size + 2 * p < k or out <= 0:
+        raise ValueError(f"{who}: input size {size} with padding {p} is smaller than the kernel {k}")
+    return out
+
+
+def _pad(x, ph, pw, value=0.0):
+    if ph == 0 and pw == 0:
+        return x
+    n, c, h, w = x.shape
+    out = np.full((n, c, h + 2 * ph, w + 2 * pw), value, dtype=x.dtype) if value else \
+        np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=x.dtype)
+    out[:, :, ph:ph + h, pw:pw + w] = x
+    return out
+
+
+def _offset_slice(i, j, oh, ow, sh, sw):
+    """Index of the input pixels that kernel offset (i, j) touches, one per output pixel."""
+    return (slice(None), slice(None), slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw))
+
+
+def im2col(x, kh, kw, sh, sw, ph, pw):
+    """(N, C, H, W) -> cols (C*KH*KW, N*OH*OW), OH, OW."""
+    n, c, h, w = x.shape
+    oh = _out_size(h, kh, sh, ph, "im2col")
+    ow = _out_size(w, kw, sw, pw, "im2col")
+    xp = _pad(x, ph, pw)
+    cols = np.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, i, j] = xp[_offset_slice(i, j, oh, ow, sh, sw)].transpose(1, 0, 2, 3)
+    return cols.reshape(c * kh * kw, n * oh * ow), oh, ow
+
+
+def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
+    """Adjoint of im2col: cols (C*KH*KW, N*OH*OW) summed back into an (N, C, H, W) array."""
+    n, c, h, w = x_shape
+    cols = cols.reshape(c, kh, kw, n, oh, ow)
+    gx = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            gx[_offset_slice(i, j, oh, ow, sh, sw)] += cols[:, i, j].transpose(1, 0, 2, 3)
+    return gx[:, :, ph:ph + h, pw:pw + w]
+
+
+class Conv2dFunction(Function):
+    def forward(self, x, weight, bias, stride, padding):
+        oc, c, kh, kw = weight.shape
+        if x.ndim != 4 or x.shape[1] != c:
+            raise ValueError(f"Conv2d: expected input (N, {c}, H, W), got shape {x.shape}")
+        (sh, sw), (ph, pw) = stride, padding
+        cols, oh, ow = im2col(x, kh, kw, sh, sw, ph, pw)
+        w2 = weight.reshape(oc, c * kh * kw)
+        out = _acc.gemm(w2, cols)                                     # (OC, N*OH*OW)
+        if bias is not None:
+            out += bias[:, None]
+        n = x.shape[0]
+        self.cols, self.w2, self.geom = cols, w2, (x.shape, weight.shape, sh, sw, ph, pw, oh, ow)
+        return out.reshape(oc, n, oh, ow).transpose(1, 0, 2, 3)
+
+    def backward(self, g):
+        x_shape, w_shape, sh, sw, ph, pw, oh, ow = self.geom
+        oc, c, kh, kw = w_shape
+        n = x_shape[0]
+        need = self.needs_input_grad
+        g2 = g.transpose(1, 0, 2, 3).reshape(oc, n * oh * ow)
+        gx = gw = gb = None
+        if need[1]:
+            gw = _acc.gemm(g2, self.cols, trans_b=True).reshape(w_shape)
+        if need[2]:
+            gb = g2.sum(axis=1)
+        if need[0]:
+            gcols = _acc.gemm(self.w2, g2, trans_a=True)              # (C*KH*KW, N*OH*OW)
+            gx = col2im(gcols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow)
+        return gx, gw, gb, None, None
+
+
+def _pool_geometry(x, kernel, stride, padding, who):
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    n, c, h, w = x.shape
+    oh = _out_size(h, kh, sh, ph, who)
+    ow = _out_size(w, kw, sw, pw, who)
+    return kh, kw, sh, sw, ph, pw, oh, ow
+
+
+class MaxPool2dFunction(Function):
+    def forward(self, x, kernel, stride, padding):
+        kh, kw, sh, sw, ph, pw, oh, ow = geom = _pool_geometry(x, kernel, stride, padding, "MaxPool2d")
+        xp = _pad(x, ph, pw, -np.inf)
+        out = None
+        for i in range(kh):
+            for j in range(kw):
+                part = xp[_offset_slice(i, j, oh, ow, sh, sw)]
+                out = part.copy() if out is None else np.maximum(out, part, out=out)
+        self.xp, self.out, self.geom, self.x_shape = xp, out, geom, x.shape
+        return out
+
+    def backward(self, g):
+        kh, kw, sh, sw, ph, pw, oh, ow = self.geom
+        n, c, h, w = self.x_shape
+        tiles = (sh, sw) == (kh, kw) and ph == pw == 0 and h == oh * kh and w == ow * kw
+        if tiles:  # windows tile the input exactly: write each offset's share once, no zero-fill
+            gx = np.empty((n, c, oh, kh, ow, kw), dtype=g.dtype)
+        else:
+            gx = np.zeros(self.xp.shape, dtype=g.dtype)
+        unclaimed = np.ones(g.shape, dtype=bool)   # the first offset holding the max takes it
+        for i in range(kh):
+            for j in range(kw):
+                idx = _offset_slice(i, j, oh, ow, sh, sw)
+                hit = self.xp[idx] == self.out
+                hit &= unclaimed
+                unclaimed ^= hit
+                if tiles:
+                    np.multiply(g, hit, out=gx[:, :, :, i, :, j])
+                else:
+                    gx[idx] += g * hit
+        if tiles:
+            return gx.reshape(n, c, h, w), None, None, None
+        return gx[:, :, ph:ph + h, pw:pw + w], None, None, None
+
+
+class AvgPool2dFunction(Function):
+    def forward(self, x, kernel, stride, padding):
+        kh, kw, sh, sw, ph, pw, oh, ow = geom = _pool_geometry(x, kernel, stride, padding, "AvgPool2d")
+        xp = _pad(x, ph, pw)
+        out = np.zeros((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                out += xp[_offset_slice(i, j, oh, ow, sh, sw)]
+        out *= np.asarray(1.0 / (kh * kw), dtype=x.dtype)
+        self.geom, self.x_shape, self.padded_shape = geom, x.shape, xp.shape
+        return out
+
+    def backward(self, g):
+        kh, kw, sh, sw, ph, pw, oh, ow = self.geom
+        n, c, h, w = self.x_shape
+        share = g * np.asarray(1.0 / (kh * kw), dtype=g.dtype)
+        gx = np.zeros(self.padded_shape, dtype=g.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                gx[_offset_slice(i, j, oh, ow, sh, sw)] += share
+        return gx[:, :, ph:ph + h, pw:pw + w], None, None, None
+
+
+def _check_nchw(x, who):
+    if not isinstance(x, Tensor):
+        x = Tensor(x)
+    if x.data.ndim != 4:
+        raise ValueError(f"{who}: expected a 4-D input (N, C, H, W), got shape {x.data.shape}")
+    return x
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0):
+    x = _check_nchw(x, "conv2d")
+    return Conv2dFunction.apply(x, weight, bias, _pair(stride, "stride"), _pair(padding, "padding"))
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0):
+    x = _check_nchw(x, "max_pool2d")
+    k = _pair(kernel_size, "kernel_size")
+    s = k if stride is None else _pair(stride, "stride")
+    p = _pair(padding, "padding")
+    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
+        raise ValueError(f"max_pool2d: padding {p} must be at most half the kernel {k}")
+    return MaxPool2dFunction.apply(x, k, s, p)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    x = _check_nchw(x, "avg_pool2d")
+    k = _pair(kernel_size, "kernel_size")
+    s = k if stride is None else _pair(stride, "stride")
+    p = _pair(padding, "padding")
+    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
+        raise ValueError(f"avg_pool2d: padding {p} must be at most half the kernel {k}")
+    return AvgPool2dFunction.apply(x, k, s, p)
+
+
+class Conv2d(Layer):
+    """2-D convolution over (N, C, H, W) inputs."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 bias: bool = True, dtype=np.float32):
+        kh, kw = _pair(kernel_size, "kernel_size")
+        if min(in_channels, out_channels, kh, kw) <= 0:
+            raise ValueError(f"Conv2d: channels and kernel must be positive, got "
+                             f"({in_channels}, {out_channels}, {kernel_size})")
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size, self.stride, self.padding = (kh, kw), _pair(stride, "stride"), _pair(padding, "padding")
+        if min(self.stride) <= 0 or min(self.padding) < 0:
+            raise ValueError(f"Conv2d: stride must be positive and padding >= 0, got {stride}, {padding}")
+        bound = 1.0 / math.sqrt(in_channels * kh * kw)
+        rng = get_generator()
+        self.weight = Parameter(rng.uniform(-bound, bound, (out_channels, in_channels, kh, kw)).astype(dtype))
+        self.bias = Parameter(rng.uniform(-bound, bound, (out_channels,)).astype(dtype)) if bias else None
+
+    def forward(self, x):
+        x = _check_nchw(x, "Conv2d")
+        return Conv2dFunction.apply(x, self.weight, self.bias, self.stride, self.padding)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}")
+
+
+class MaxPool2d(Layer):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x):
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class AvgPool2d(Layer):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x):
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding)

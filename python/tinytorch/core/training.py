@@ -1,0 +1,231 @@
+"""Trainer: the training loop, evaluation and checkpoints.
+
+What this file owns
+  * ``Trainer(model, optimizer, loss_fn, scheduler=None, grad_clip_norm=None,
+    progress=None, scheduler_interval="epoch")``
+  * ``train_epoch(loader, accumulation_steps=1)`` -> mean loss over samples. Gradients of
+    ``accumulation_steps`` micro-batches are summed (each loss scaled by 1/steps) before
+    one optimizer step; a short final window is rescaled so it averages correctly.
+  * ``evaluate(loader)`` -> ``(mean_loss, accuracy)``; accuracy is None unless outputs
+    are class scores (N, C) with integer targets.
+  * ``save_checkpoint(path)`` / ``load_checkpoint(path)``: model, optimizer, scheduler,
+    counters and the framework RNG state in one ``.npz`` (arrays stored as arrays, the
+    rest as a JSON string; read back with ``allow_pickle=False``).
+
+Progress: a tqdm bar with loss and samples/s when stderr is a terminal (``progress=None``),
+forced on or off with True/False; without tqdm a plain one-line counter is printed.
+
+Batches from the loader are ``(inputs, targets)`` pairs of Tensors or arrays.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+from . import random as tt_random
+from .autograd import no_grad
+from .tensor import Tensor
+
+__all__ = ["Trainer"]
+
+try:  # optional dependency
+    from tqdm.auto import tqdm as _tqdm
+except ImportError:  # pragma: no cover - exercised when tqdm is absent
+    _tqdm = None
+
+
+class _PlainProgress:
+    """Fallback progress line when tqdm is missing."""
+
+    def __init__(self, total, desc, stream):
+        self.total, self.desc, self.stream, self.n = total, desc, stream, 0
+        self.postfix = ""
+
+    def update(self, n=1):
+        self.n += n
+        self.stream.write(f"\r{self.desc} {self.n}/{self.total or '?'} {self.postfix}")
+        self.stream.flush()
+
+    def set_postfix_str(self, s):
+        self.postfix = s
+
+    def close(self):
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+class _NoProgress:
+    def update(self, n=1):
+        pass
+
+    def set_postfix_str(self, s):
+        pass
+
+    def close(self):
+        pass
+
+
+class Trainer:
+    def __init__(self, model, optimizer, loss_fn, scheduler=None, grad_clip_norm=None,
+                 progress=None, scheduler_interval: str = "epoch"):
+        if scheduler_interval not in ("epoch", "step"):
+            raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step', got {scheduler_interval!r}")
+        if grad_clip_norm is not None and grad_clip_norm <= 0:
+            raise ValueError(f"Trainer: grad_clip_norm must be positive, got {grad_clip_norm}")
+        self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        self.scheduler, self.grad_clip_norm = scheduler, grad_clip_norm
+        self.progress, self.scheduler_interval = progress, scheduler_interval
+        self.epoch = 0
+        self.global_step = 0
+        self.history = {"train_loss": [], "eval_loss": [], "eval_accuracy": []}
+
+    # ------------------------------------------------------------------ helpers
+    def _progress(self, total, desc):
+        stream = sys.stderr
+        show = self.progress if self.progress is not None else bool(getattr(stream, "isatty", lambda: False)())
+        if not show:
+            return _NoProgress()
+        if _tqdm is not None:
+            return _tqdm(total=total, desc=desc, leave=False, file=stream, dynamic_ncols=True)
+        return _PlainProgress(total, desc, stream)
+
+    @staticmethod
+    def _split(batch):
+        if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+            raise ValueError("Trainer: each batch must be an (inputs, targets) pair")
+        x, y = batch
+        return (x if isinstance(x, Tensor) else Tensor(x)), y
+
+    def _optimizer_step(self, micro_batches, accumulation_steps):
+        params = self.optimizer.params
+        if micro_batches != accumulation_steps:  # short last window: average over what we have
+            fix = accumulation_steps / micro_batches
+            for p in params:
+                if p.grad is not None:
+                    p.grad *= np.asarray(fix, dtype=p.grad.dtype)
+        if self.grad_clip_norm is not None:
+            from .optimizers import clip_grad_norm_
+            clip_grad_norm_(params, self.grad_clip_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad()
+        self.global_step += 1
+        if self.scheduler is not None and self.scheduler_interval == "step":
+            self.scheduler.step()
+
+    # ------------------------------------------------------------------ loops
+    def train_epoch(self, loader, accumulation_steps: int = 1) -> float:
+        if accumulation_steps < 1:
+            raise ValueError(f"train_epoch: accumulation_steps must be >= 1, got {accumulation_steps}")
+        self.model.train()
+        self.optimizer.zero_grad()
+        total_loss, total_samples, pending = 0.0, 0, 0
+        bar = self._progress(len(loader) if hasattr(loader, "__len__") else None, f"epoch {self.epoch + 1}")
+        start = time.perf_counter()
+        try:
+            for batch in loader:
+                x, y = self._split(batch)
+                loss = self.loss_fn(self.model(x), y)
+                scaled = loss * (1.0 / accumulation_steps) if accumulation_steps > 1 else loss
+                scaled.backward()
+                pending += 1
+                n = x.shape[0] if x.ndim else 1
+                value = float(loss.data)
+                total_loss += value * n
+                total_samples += n
+                if pending == accumulation_steps:
+                    self._optimizer_step(pending, accumulation_steps)
+                    pending = 0
+                bar.update(1)
+                rate = total_samples / max(time.perf_counter() - start, 1e-9)
+                bar.set_postfix_str(f"loss={value:.4f} {rate:.0f} samples/s")
+            if pending:
+                self._optimizer_step(pending, accumulation_steps)
+        finally:
+            bar.close()
+        if self.scheduler is not None and self.scheduler_interval == "epoch":
+            self.scheduler.step()
+        self.epoch += 1
+        mean = total_loss / total_samples if total_samples else float("nan")
+        self.history["train_loss"].append(mean)
+        return mean
+
+    def evaluate(self, loader):
+        """Mean loss and accuracy (None when outputs are not class scores)."""
+        self.model.eval()
+        total_loss, total, correct, classify = 0.0, 0, 0, True
+        try:
+            with no_grad():
+                for batch in loader:
+                    x, y = self._split(batch)
+                    out = self.model(x)
+                    loss = self.loss_fn(out, y)
+                    n = x.shape[0] if x.ndim else 1
+                    total_loss += float(loss.data) * n
+                    total += n
+                    target = y.data if isinstance(y, Tensor) else np.asarray(y)
+                    if classify and out.ndim == 2 and target.dtype.kind in "iu" and target.shape == out.shape[:1]:
+                        correct += int((out.data.argmax(axis=1) == target).sum())
+                    else:
+                        classify = False
+        finally:
+            self.model.train()
+        mean = total_loss / total if total else float("nan")
+        acc = correct / total if classify and total else None
+        self.history["eval_loss"].append(mean)
+        self.history["eval_accuracy"].append(acc)
+        return mean, acc
+
+    # ------------------------------------------------------------------ checkpoints
+    def save_checkpoint(self, path) -> None:
+        arrays, meta = {}, {"epoch": self.epoch, "global_step": self.global_step,
+                            "rng_state": tt_random.get_rng_state(), "history": self.history}
+        for name, value in self.model.state_dict().items():
+            arrays[f"model/{name}"] = value
+        opt = self.optimizer.state_dict()
+        meta["optimizer"] = {"hyper": opt["hyper"], "step_count": opt["step_count"], "scalars": {}}
+        for i, state in opt["state"].items():
+            for key, value in state.items():
+                if isinstance(value, np.ndarray):
+                    arrays[f"optim/{i}/{key}"] = value
+                else:
+                    meta["optimizer"]["scalars"][f"{i}/{key}"] = value
+        if self.scheduler is not None:
+            meta["scheduler"] = self.scheduler.state_dict()
+        arrays["meta"] = np.array(json.dumps(meta, default=_json_default))
+        np.savez(path, **arrays)
+
+    def load_checkpoint(self, path) -> None:
+        with np.load(path, allow_pickle=False) as f:
+            data = {k: f[k] for k in f.files}
+        if "meta" not in data:
+            raise ValueError(f"load_checkpoint: {path} is not a Trainer checkpoint (no 'meta' entry)")
+        meta = json.loads(str(data.pop("meta")))
+        self.model.load_state_dict({k[len("model/"):]: v for k, v in data.items() if k.startswith("model/")})
+        state = {}
+        for k, v in data.items():
+            if k.startswith("optim/"):
+                _, i, key = k.split("/", 2)
+                state.setdefault(int(i), {})[key] = v
+        for k, v in meta["optimizer"]["scalars"].items():
+            i, key = k.split("/", 1)
+            state.setdefault(int(i), {})[key] = v
+        self.optimizer.load_state_dict({"state": state, "hyper": meta["optimizer"]["hyper"],
+                                        "step_count": meta["optimizer"]["step_count"]})
+        if self.scheduler is not None and "scheduler" in meta:
+            self.scheduler.load_state_dict(meta["scheduler"])
+        self.epoch, self.global_step = meta["epoch"], meta["global_step"]
+        self.history = meta.get("history", self.history)
+        tt_random.set_rng_state(meta["rng_state"])
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, tuple):
+        return list(o)
+    raise TypeError(f"checkpoint: cannot store a {type(o).__name__} in the metadata")

@@ -1,0 +1,46 @@
+"""tinytorch.extensions: one file per systems optimisation, each plugging into one boundary.
+
+    autograd boundary        checkpoint, checkpoint_sequential          (checkpoint.py)
+    architecture boundary    LoRALinear, inject_lora, lora_state_dict   (lora.py)
+    training dynamics        LossScaler, DynamicLossScaler              (loss_scaler.py)
+                             to_half, MixedPrecisionOptimizer           (mixed_precision.py)
+                             Lion, Muon                                 (optimizers.py)
+    silicon                  simd_matmul, simd_fused_bias_gelu          (simd_ops.py)
+    the worked example       scaled_matmul                              (template.py)
+
+Every extension follows the contract in docs/extending.md, and importing this package never
+fails: an extension whose optional dependency is missing falls back to NumPy at call time.
+The SIMD module is imported under a guard so a half-written or broken file cannot take the
+rest of the package down with it; ``extension_import_errors()`` says what was skipped.
+"""
+from __future__ import annotations
+
+from .template import scaled_matmul
+from .lora import LoRALinear, inject_lora, lora_state_dict, load_lora_state_dict
+from .checkpoint import checkpoint, checkpoint_sequential
+from .loss_scaler import LossScaler, DynamicLossScaler
+from .mixed_precision import to_half, to_float, MixedPrecisionOptimizer
+from .optimizers import Lion, Muon
+
+__all__ = [
+    "scaled_matmul",
+    "LoRALinear", "inject_lora", "lora_state_dict", "load_lora_state_dict",
+    "checkpoint", "checkpoint_sequential",
+    "LossScaler", "DynamicLossScaler",
+    "to_half", "to_float", "MixedPrecisionOptimizer",
+    "Lion", "Muon",
+    "extension_import_errors",
+]
+
+_import_errors: dict[str, str] = {}
+
+try:
+    from .simd_ops import simd_matmul, simd_fused_bias_gelu, has_simd_support, simd_build_info
+    __all__ += ["simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info"]
+except Exception as exc:  # noqa: BLE001 - any failure leaves the other extensions usable
+    _import_errors["simd_ops"] = f"{type(exc).__name__}: {exc}"
+
+
+def extension_import_errors() -> dict[str, str]:
+    """Extensions that could not be imported, with the reason ({} when all loaded)."""
+    return dict(_import_errors)

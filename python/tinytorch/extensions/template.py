@@ -1,0 +1,173 @@
+"""Extension template: a GEMM with the scale folded in, ``scaled_matmul(a, b, alpha)``.
+
+Bottleneck it removes: memory traffic on the GEMM output. Written as ``alpha * (a @ b)``,
+NumPy first writes the M x N product to memory, then reads all of it back and writes it
+again to apply the scale: two extra passes over the largest array of the operation (in
+attention, ``Q K^T / sqrt(d)`` is exactly this shape of work). The runtime's GEMM takes
+``alpha`` as an argument and applies it in registers while each output tile is stored,
+so the scale costs nothing. The backward pass has the same structure
+(``grad_a = alpha * g b^T``, ``grad_b = alpha * a^T g``) and uses the same trick with the
+GEMM's transpose flags instead of materialising transposed copies.
+
+This file is the worked example of the four-part extension contract
+(``docs/extending.md``); copy it to start a new extension:
+
+  1. Systems framing: the paragraph above (which resource, why, by how much).
+  2. Tensor/ndarray interoperability: ``scaled_matmul`` returns an ndarray for ndarray
+     inputs and a Tensor (on the autograd tape) when any input is a Tensor.
+  3. Autograd transparency: ``ScaledMatmulFunction`` defines ``forward`` and ``backward``
+     on NumPy arrays; ``Function.apply`` records it.
+  4. Graceful fallback, chosen at call time and reported: the native path runs when the
+     runtime library is loaded, the inputs are float32 and the native path is enabled;
+     otherwise NumPy runs. ``last_path()`` names what ran ("native:sgemm:avx2",
+     "numpy"), and ``native_disabled()`` forces the fallback so tests can compare both.
+
+Shapes: ``a`` is (..., K) (leading axes are folded into rows, like ``Linear``), ``b`` is
+(K, N); the result is (..., N). Import never fails: the runtime is looked up lazily.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..core.autograd import Function
+from ..core.tensor import Tensor
+
+__all__ = ["scaled_matmul", "ScaledMatmulFunction", "last_path", "native_disabled",
+           "set_native_enabled", "native_enabled"]
+
+_state = threading.local()
+_native_enabled = True
+
+
+def last_path() -> str:
+    """The implementation the calling thread's last ``scaled_matmul`` forward or backward used."""
+    return getattr(_state, "path", "none")
+
+
+def _set_path(name: str) -> None:
+    _state.path = name
+
+
+def set_native_enabled(enabled: bool) -> None:
+    """Globally allow (True) or forbid (False) the native path."""
+    global _native_enabled
+    _native_enabled = bool(enabled)
+
+
+def native_enabled() -> bool:
+    return _native_enabled
+
+
+@contextmanager
+def native_disabled():
+    """``with native_disabled():`` runs the NumPy fallback (parity tests, benchmarks)."""
+    previous = _native_enabled
+    set_native_enabled(False)
+    try:
+        yield
+    finally:
+        set_native_enabled(previous)
+
+
+def _runtime():
+    """The loaded runtime library, or None. Looked up per call so a missing or broken
+    library never affects import and a library loaded later is picked up."""
+    if not _native_enabled:
+        return None
+    try:
+        from .. import _native
+    except Exception:  # noqa: BLE001 - any failure means "no native path"
+        return None
+    return _native.lib if _native.available() else None
+
+
+def _gemm(a2: np.ndarray, b2: np.ndarray, alpha: float, trans_a: bool, trans_b: bool) -> np.ndarray:
+    """alpha * op(a2) @ op(b2) for 2-D arrays: one native call, or NumPy."""
+    m = a2.shape[1] if trans_a else a2.shape[0]
+    n = b2.shape[0] if trans_b else b2.shape[1]
+    k = a2.shape[0] if trans_a else a2.shape[1]
+    lib = _runtime()
+    if lib is not None and a2.dtype == np.float32 and b2.dtype == np.float32:
+        from .. import _native
+        # The C ABI takes row-major matrices with a leading dimension; make each operand
+        # contiguous once here rather than rejecting strided views.
+        a_c = np.ascontiguousarray(a2)
+        b_c = np.ascontiguousarray(b2)
+        out = np.empty((m, n), dtype=np.float32)
+        _native.check(lib.tt_sgemm(int(trans_a), int(trans_b), m, n, k, ctypes.c_float(alpha),
+                                   _native.f32_ptr(a_c), max(a_c.shape[1], 1),
+                                   _native.f32_ptr(b_c), max(b_c.shape[1], 1),
+                                   ctypes.c_float(0.0), _native.f32_ptr(out), max(n, 1)),
+                      "scaled_matmul")
+        _set_path("native:" + (_native.last_kernel_path() or "sgemm"))
+        return out
+    _set_path("numpy")
+    x = a2.T if trans_a else a2
+    y = b2.T if trans_b else b2
+    out = x @ y
+    out *= np.asarray(alpha, dtype=out.dtype)  # in place: the fallback still avoids a third array
+    return out
+
+
+def _rows(lead: tuple) -> int:
+    # explicit row count: reshape(-1, 0) is ambiguous for empty arrays
+    return int(np.prod(lead, dtype=np.int64))
+
+
+class ScaledMatmulFunction(Function):
+    """out = alpha * a @ b with a: (..., K), b: (K, N)."""
+
+    def forward(self, a, b, alpha):
+        lead = a.shape[:-1]
+        a2 = a.reshape(_rows(lead), a.shape[-1])
+        self.a2, self.b, self.alpha, self.lead = a2, b, alpha, lead
+        out = _gemm(a2, b, alpha, False, False)
+        return out.reshape(lead + (b.shape[1],))
+
+    def backward(self, grad_output):
+        g2 = grad_output.reshape(_rows(self.lead), grad_output.shape[-1])
+        need_a, need_b = self.needs_input_grad[0], self.needs_input_grad[1]
+        grad_a = grad_b = None
+        if need_a:
+            grad_a = _gemm(g2, self.b, self.alpha, False, True).reshape(self.lead + (self.b.shape[0],))
+        if need_b:
+            grad_b = _gemm(self.a2, g2, self.alpha, True, False)
+        return grad_a, grad_b, None
+
+
+def _check(a: np.ndarray, b: np.ndarray, alpha) -> float:
+    if a.ndim < 1 or b.ndim != 2:
+        raise ValueError(f"scaled_matmul: a must be (..., K) and b must be (K, N); "
+                         f"got shapes {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[0]:
+        raise ValueError(f"scaled_matmul: inner sizes differ: a is {a.shape} (K={a.shape[-1]}), "
+                         f"b is {b.shape} (K={b.shape[0]})")
+    if a.dtype.kind != "f" or b.dtype.kind != "f":
+        raise TypeError(f"scaled_matmul: floating-point inputs required, got {a.dtype} and {b.dtype}")
+    if isinstance(alpha, (Tensor, np.ndarray)) or not np.isscalar(alpha):
+        raise TypeError(f"scaled_matmul: alpha must be a Python number, got {type(alpha).__name__}")
+    return float(alpha)
+
+
+def scaled_matmul(a, b, alpha: float = 1.0):
+    """``alpha * a @ b``. ndarray inputs give an ndarray; any Tensor input gives a Tensor
+    that records the operation for backward."""
+    if not isinstance(a, (Tensor, np.ndarray)) or not isinstance(b, (Tensor, np.ndarray)):
+        raise TypeError(f"scaled_matmul: expected Tensor or ndarray inputs, got "
+                        f"{type(a).__name__} and {type(b).__name__}")
+    a_arr = a.data if isinstance(a, Tensor) else a
+    b_arr = b.data if isinstance(b, Tensor) else b
+    alpha = _check(a_arr, b_arr, alpha)
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        a_t = a if isinstance(a, Tensor) else Tensor(a)
+        b_t = b if isinstance(b, Tensor) else Tensor(b)
+        return ScaledMatmulFunction.apply(a_t, b_t, alpha)
+    # Plain arrays: no tape, just the kernel (in the common dtype, as NumPy would).
+    dtype = np.result_type(a_arr, b_arr)
+    a2 = a_arr.astype(dtype, copy=False).reshape(_rows(a_arr.shape[:-1]), a_arr.shape[-1])
+    out = _gemm(a2, b_arr.astype(dtype, copy=False), alpha, False, False)
+    return out.reshape(a_arr.shape[:-1] + (b_arr.shape[1],))

@@ -1,0 +1,274 @@
+/*
+ * bias_gelu.cpp -- tt_bias_gelu_forward / tt_bias_gelu_backward: fused bias + GELU
+ * (tanh approximation) in one pass over the data.
+ *
+ * What it owns: argument checks, the choice of row kernel for the active ISA, the
+ * split of rows across threads, the column sums of grad_x (grad_bias), and the
+ * portable float row kernels used for TT_ISA_SCALAR. The formula and its edge rules
+ * are in bias_gelu_kernels.h; the float64 oracle is bias_gelu_reference.cpp.
+ *
+ * Loops go rows, then columns (no index arithmetic or % per element). Above
+ * TT_ELEMENTWISE_PARALLEL_MIN elements the rows are split into one contiguous range per
+ * thread. grad_bias is summed per thread in float over chunks of rows, then into
+ * float64 per thread, and the thread totals are added in thread order, so the result
+ * is deterministic for a given thread count and accurate for tall inputs.
+ */
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/isa.h"
+#include "cpu/bias_gelu_kernels.h"
+
+#if defined(TT_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
+namespace tt {
+
+/* ------------------------------------------------------------------------ */
+/* Portable float row kernels (TT_ISA_SCALAR)                               */
+/* ------------------------------------------------------------------------ */
+
+namespace {
+
+inline float gelu_scalar(float u) {
+    const float z = u * (kGeluA + kGeluB * u * u);
+    const float e = std::exp(-std::fabs(z));
+    const float r = 1.0f / (1.0f + e);
+    const float s = z >= 0.0f ? r : e * r;
+    return u == -std::numeric_limits<float>::infinity() ? -0.0f : u * s;
+}
+
+inline float gelu_grad_scalar(float u) {
+    const float z = u * (kGeluA + kGeluB * u * u);
+    const float e = std::exp(-std::fabs(z));
+    const float r = 1.0f / (1.0f + e);
+    const float s = z >= 0.0f ? r : e * r;
+    const float slope = (e == 0.0f) ? 0.0f : (u * (kGeluA + kGeluB3 * u * u)) * (e * r * r);
+    return s + slope;
+}
+
+void forward_row_scalar(const float *x, const float *bias, float *y, int64_t cols) {
+    if (bias) {
+        for (int64_t j = 0; j < cols; ++j) y[j] = gelu_scalar(x[j] + bias[j]);
+    } else {
+        for (int64_t j = 0; j < cols; ++j) y[j] = gelu_scalar(x[j]);
+    }
+}
+
+void backward_row_scalar(const float *x, const float *bias, const float *gy, float *gx,
+                         float *colsum, int64_t cols) {
+    for (int64_t j = 0; j < cols; ++j) {
+        const float u = bias ? x[j] + bias[j] : x[j];
+        const float g = gy[j] * gelu_grad_scalar(u);
+        gx[j] = g;
+        if (colsum) colsum[j] += g;
+    }
+}
+
+}  // namespace
+
+const GeluRowKernels kGeluScalar = {"bias_gelu_forward:scalar", "bias_gelu_backward:scalar",
+                                    forward_row_scalar, backward_row_scalar};
+
+/* ------------------------------------------------------------------------ */
+/* Checks                                                                   */
+/* ------------------------------------------------------------------------ */
+
+namespace {
+
+bool ranges_overlap(const float *a, const float *b, int64_t n) {
+    const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+    const auto bytes = static_cast<uintptr_t>(n) * sizeof(float);
+    return pa < pb + bytes && pb < pa + bytes;
+}
+
+}  // namespace
+
+tt_status bias_gelu_check(const char *fn, bool backward, const float *x, const float *grad_y,
+                          const float *out, int64_t rows, int64_t cols) {
+    const char *out_name = backward ? "grad_x" : "y";
+    if (rows < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: rows=%lld is negative", fn, (long long)rows);
+    if (cols < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: cols=%lld is negative", fn, (long long)cols);
+    int64_t n = 0, bytes = 0;
+    if (mul_overflows(rows, cols, &n) || mul_overflows(n, (int64_t)sizeof(float), &bytes))
+        return fail(TT_ERR_OVERFLOW, "%s: rows=%lld x cols=%lld floats overflow int64 bytes", fn,
+                    (long long)rows, (long long)cols);
+    if (n == 0) return TT_OK;
+    if (x == nullptr)
+        return fail(TT_ERR_NULL_POINTER, "%s: x is NULL but rows x cols = %lld x %lld", fn,
+                    (long long)rows, (long long)cols);
+    if (out == nullptr)
+        return fail(TT_ERR_NULL_POINTER, "%s: %s is NULL but rows x cols = %lld x %lld", fn,
+                    out_name, (long long)rows, (long long)cols);
+    if (backward && grad_y == nullptr)
+        return fail(TT_ERR_NULL_POINTER, "%s: grad_y is NULL but rows x cols = %lld x %lld", fn,
+                    (long long)rows, (long long)cols);
+    if (backward && out != grad_y && ranges_overlap(out, grad_y, n))
+        return fail(TT_ERR_INVALID_ARGUMENT, "%s: grad_x partly overlaps grad_y (it may only equal it)",
+                    fn);
+    if (out != x && ranges_overlap(out, x, n))
+        return fail(TT_ERR_INVALID_ARGUMENT, "%s: %s partly overlaps x (it may only equal it)", fn,
+                    out_name);
+    return TT_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Driver                                                                   */
+/* ------------------------------------------------------------------------ */
+
+namespace {
+
+const GeluRowKernels &kernels_for(tt_isa isa) {
+    switch (isa) {
+#if defined(TT_HAVE_AVX512_KERNELS)
+        case TT_ISA_AVX512: return kGeluAvx512;
+#endif
+#if defined(TT_HAVE_AVX2_KERNELS)
+        case TT_ISA_AVX2: return kGeluAvx2;
+#endif
+#if defined(TT_HAVE_NEON_KERNELS)
+        case TT_ISA_NEON: return kGeluNeon;
+#endif
+        default: return kGeluScalar;
+    }
+}
+
+int threads_for(int64_t rows, int64_t cols) {
+    const int nt = num_threads();
+    if (nt <= 1 || rows < 2 || (double)rows * (double)cols < (double)TT_ELEMENTWISE_PARALLEL_MIN)
+        return 1;
+    return (int)std::min<int64_t>(nt, rows);
+}
+
+inline void split_rows(int64_t rows, int parts, int index, int64_t *begin, int64_t *end) {
+    const int64_t base = rows / parts, extra = rows % parts;
+    *begin = index * base + std::min<int64_t>(index, extra);
+    *end = *begin + base + (index < extra ? 1 : 0);
+}
+
+/* Rows of grad_x summed in float before being added to the float64 column totals:
+ * short enough that float rounding stays near eps, long enough to amortise the add. */
+constexpr int64_t kColsumChunkRows = 64;
+
+}  // namespace
+}  // namespace tt
+
+extern "C" TT_API tt_status tt_bias_gelu_forward(const float *x, const float *bias, float *y,
+                                                 int64_t rows, int64_t cols) {
+    static const char *kFn = "tt_bias_gelu_forward";
+    tt_status st = tt::bias_gelu_check(kFn, false, x, nullptr, y, rows, cols);
+    if (st != TT_OK) return st;
+    if (bias != nullptr && rows > 0 && cols > 0) {
+        const auto py = reinterpret_cast<uintptr_t>(y), pb = reinterpret_cast<uintptr_t>(bias);
+        if (py < pb + (uintptr_t)cols * sizeof(float) &&
+            pb < py + (uintptr_t)(rows * cols) * sizeof(float))
+            return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: y overlaps bias", kFn);
+    }
+    const tt::GeluRowKernels &k = tt::kernels_for(tt::active_isa());
+    tt::set_kernel_path(k.forward_path);
+    if (rows == 0 || cols == 0) return TT_OK;
+
+    const int nt = tt::threads_for(rows, cols);
+    auto run = [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) k.forward(x + r * cols, bias, y + r * cols, cols);
+    };
+    if (nt == 1) {
+        run(0, rows);
+        return TT_OK;
+    }
+#if defined(TT_HAVE_OPENMP)
+#pragma omp parallel num_threads(nt)
+    {
+        int64_t r0, r1;
+        tt::split_rows(rows, omp_get_num_threads(), omp_get_thread_num(), &r0, &r1);
+        run(r0, r1);
+    }
+#endif
+    return TT_OK;
+}
+
+extern "C" TT_API tt_status tt_bias_gelu_backward(const float *x, const float *bias,
+                                                  const float *grad_y, float *grad_x,
+                                                  float *grad_bias, int64_t rows, int64_t cols) {
+    static const char *kFn = "tt_bias_gelu_backward";
+    tt_status st = tt::bias_gelu_check(kFn, true, x, grad_y, grad_x, rows, cols);
+    if (st != TT_OK) return st;
+    const tt::GeluRowKernels &k = tt::kernels_for(tt::active_isa());
+    tt::set_kernel_path(k.backward_path);
+    if (cols == 0) return TT_OK;
+    if (rows == 0) {
+        if (grad_bias) std::memset(grad_bias, 0, (size_t)cols * sizeof(float));
+        return TT_OK;
+    }
+
+    const int nt = tt::threads_for(rows, cols);
+    if (grad_bias == nullptr) {
+        auto run = [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r)
+                k.backward(x + r * cols, bias, grad_y + r * cols, grad_x + r * cols, nullptr, cols);
+        };
+        if (nt == 1) {
+            run(0, rows);
+            return TT_OK;
+        }
+#if defined(TT_HAVE_OPENMP)
+#pragma omp parallel num_threads(nt)
+        {
+            int64_t r0, r1;
+            tt::split_rows(rows, omp_get_num_threads(), omp_get_thread_num(), &r0, &r1);
+            run(r0, r1);
+        }
+#endif
+        return TT_OK;
+    }
+
+    /* Per thread: a float64 total and a float chunk sum per column (totals first, so
+     * every double is 8-byte aligned whatever cols is). */
+    const size_t totals_bytes = (size_t)nt * (size_t)cols * sizeof(double);
+    const size_t bytes = totals_bytes + (size_t)nt * (size_t)cols * sizeof(float);
+    char *scratch = static_cast<char *>(std::calloc(1, bytes));
+    if (scratch == nullptr)
+        return tt::fail(TT_ERR_OUT_OF_MEMORY, "%s: could not allocate %lld bytes for grad_bias sums",
+                        kFn, (long long)bytes);
+    double *totals = reinterpret_cast<double *>(scratch);
+    float *chunks = reinterpret_cast<float *>(scratch + totals_bytes);
+    auto run = [&](int64_t r0, int64_t r1, int tid) {
+        double *total = totals + (size_t)tid * (size_t)cols;
+        float *chunk = chunks + (size_t)tid * (size_t)cols;
+        for (int64_t c0 = r0; c0 < r1; c0 += tt::kColsumChunkRows) {
+            const int64_t c1 = std::min(r1, c0 + tt::kColsumChunkRows);
+            std::memset(chunk, 0, (size_t)cols * sizeof(float));
+            for (int64_t r = c0; r < c1; ++r)
+                k.backward(x + r * cols, bias, grad_y + r * cols, grad_x + r * cols, chunk, cols);
+            for (int64_t j = 0; j < cols; ++j) total[j] += chunk[j];
+        }
+    };
+    int team = 1;
+    if (nt == 1) {
+        run(0, rows, 0);
+    } else {
+#if defined(TT_HAVE_OPENMP)
+#pragma omp parallel num_threads(nt)
+        {
+            int64_t r0, r1;
+#pragma omp single
+            team = omp_get_num_threads();
+            tt::split_rows(rows, omp_get_num_threads(), omp_get_thread_num(), &r0, &r1);
+            run(r0, r1, omp_get_thread_num());
+        }
+#endif
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+        double sum = 0.0;
+        for (int t = 0; t < team; ++t) sum += totals[(size_t)t * (size_t)cols + j];
+        grad_bias[j] = (float)sum;
+    }
+    std::free(scratch);
+    return TT_OK;
+}

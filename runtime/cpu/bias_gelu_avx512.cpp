@@ -1,0 +1,161 @@
+/*
+ * bias_gelu_avx512.cpp -- fused bias + GELU row kernels for AVX-512F (TT_ISA_AVX512).
+ *
+ * Compiled with -mavx512f (+vl/bw/dq); called only when the CPU and OS support zmm
+ * state. It is bias_gelu_avx2.cpp widened to 16 lanes, with mask registers in place of
+ * vector blends and compare masks; the arithmetic is the same step for step. The
+ * formula and edge rules are in bias_gelu_kernels.h. The last cols % 16 columns use
+ * masked loads and stores with the same arithmetic.
+ *
+ * exp(t) for t = -|z| in [-inf, 0]: t is clamped to [-104, 0] (below -104, exp is 0 in
+ * float), split as t = n ln2 + f with |f| <= ln2/2 (Cody-Waite, two-part ln2),
+ * exp(f) = 1 + f + f^2 P(f) with a degree-5 minimax P (relative error ~1e-7), and 2^n
+ * applied as 2^(n/2) twice so results down to the float denormals come out right
+ * without integer exponent overflow.
+ * A NaN t stays NaN (the clamp keeps NaN), so NaN inputs propagate.
+ */
+/* GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* is a self-initialised
+ * value); the warning is about the header, not this code. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+
+#include "cpu/bias_gelu_kernels.h"
+
+namespace {
+
+struct Consts {
+    __m512 a = _mm512_set1_ps(tt::kGeluA);
+    __m512 b = _mm512_set1_ps(tt::kGeluB);
+    __m512 b3 = _mm512_set1_ps(tt::kGeluB3);
+    __m512 one = _mm512_set1_ps(1.0f);
+    __m512 zero = _mm512_setzero_ps();
+    __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+    __m512 exp_lo = _mm512_set1_ps(-104.0f);
+    __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
+    __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
+    __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+    /* exp(f) ~ 1 + f + f^2 P(f) on |f| <= ln2/2, minimax P of degree 5. */
+    __m512 p0 = _mm512_set1_ps(1.9875691500e-4f);
+    __m512 p1 = _mm512_set1_ps(1.3981999507e-3f);
+    __m512 p2 = _mm512_set1_ps(8.3334519073e-3f);
+    __m512 p3 = _mm512_set1_ps(4.1665795894e-2f);
+    __m512 p4 = _mm512_set1_ps(1.6666665459e-1f);
+    __m512 p5 = _mm512_set1_ps(5.0000001201e-1f);
+    __m512i bias127 = _mm512_set1_epi32(127);
+};
+
+/* exp(t) for t <= 0 (see the file comment). */
+inline __m512 exp_nonpositive(__m512 t, const Consts &k) {
+    t = _mm512_max_ps(k.exp_lo, t); /* max(lo, NaN) = NaN: NaN survives */
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, k.log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 f = _mm512_fnmadd_ps(n, k.ln2_hi, t);
+    f = _mm512_fnmadd_ps(n, k.ln2_lo, f);
+    __m512 p = _mm512_fmadd_ps(k.p0, f, k.p1);
+    p = _mm512_fmadd_ps(p, f, k.p2);
+    p = _mm512_fmadd_ps(p, f, k.p3);
+    p = _mm512_fmadd_ps(p, f, k.p4);
+    p = _mm512_fmadd_ps(p, f, k.p5);
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(f, f), _mm512_add_ps(f, k.one)); /* 1 + f + f^2 P(f) */
+    const __m512i ni = _mm512_cvtps_epi32(n);                            /* in [-150, 0] */
+    const __m512i n1 = _mm512_srai_epi32(ni, 1);
+    const __m512i n2 = _mm512_sub_epi32(ni, n1);
+    const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, k.bias127), 23));
+    const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, k.bias127), 23));
+    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+}
+
+struct Sigmoid {
+    __m512 z, e, r, s; /* z, exp(-|z|), 1/(1+e), sigmoid(z) */
+};
+
+inline Sigmoid sigmoid_of(__m512 u, const Consts &k) {
+    Sigmoid q;
+    q.z = _mm512_mul_ps(u, _mm512_fmadd_ps(k.b, _mm512_mul_ps(u, u), k.a));
+    q.e = exp_nonpositive(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(q.z), _mm512_castps_si512(k.sign))), k); /* -|z| */
+    q.r = _mm512_div_ps(k.one, _mm512_add_ps(k.one, q.e));
+    const __mmask16 neg = _mm512_cmp_ps_mask(q.z, k.zero, _CMP_LT_OQ);
+    q.s = _mm512_mask_mul_ps(q.r, neg, q.e, q.r);
+    return q;
+}
+
+inline __m512 gelu(__m512 u, const Consts &k) {
+    const Sigmoid q = sigmoid_of(u, k);
+    const __m512 y = _mm512_mul_ps(u, q.s);
+    /* u = -inf: the limit -0, not -inf * 0 = NaN. */
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(u, k.neg_inf, _CMP_EQ_OQ), y, k.sign);
+}
+
+inline __m512 gelu_grad(__m512 u, const Consts &k) {
+    const Sigmoid q = sigmoid_of(u, k);
+    const __m512 dz = _mm512_fmadd_ps(k.b3, _mm512_mul_ps(u, u), k.a);
+    const __m512 s1s = _mm512_mul_ps(q.e, _mm512_mul_ps(q.r, q.r)); /* s (1 - s) */
+    __m512 slope = _mm512_mul_ps(_mm512_mul_ps(u, dz), s1s);
+    /* e == 0: the slope term is exactly 0 (it would be inf * 0 for huge |u|). */
+    slope = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q.e, k.zero, _CMP_NEQ_UQ), slope);
+    return _mm512_add_ps(q.s, slope);
+}
+
+inline __mmask16 tail_mask(int64_t n) { /* lanes [0, n) set, 0 < n < 16 */
+    return (__mmask16)((1u << n) - 1u);
+}
+
+template <bool kHasBias>
+void forward_row(const float *x, const float *bias, float *y, int64_t cols) {
+    const Consts k;
+    int64_t j = 0;
+    for (; j + 16 <= cols; j += 16) {
+        __m512 u = _mm512_loadu_ps(x + j);
+        if (kHasBias) u = _mm512_add_ps(u, _mm512_loadu_ps(bias + j));
+        _mm512_storeu_ps(y + j, gelu(u, k));
+    }
+    if (j < cols) {
+        const __mmask16 m = tail_mask(cols - j);
+        __m512 u = _mm512_maskz_loadu_ps(m, x + j);
+        if (kHasBias) u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(m, bias + j));
+        _mm512_mask_storeu_ps(y + j, m, gelu(u, k));
+    }
+}
+
+template <bool kHasBias>
+void backward_row(const float *x, const float *bias, const float *gy, float *gx, float *colsum,
+                  int64_t cols) {
+    const Consts k;
+    int64_t j = 0;
+    for (; j + 16 <= cols; j += 16) {
+        __m512 u = _mm512_loadu_ps(x + j);
+        if (kHasBias) u = _mm512_add_ps(u, _mm512_loadu_ps(bias + j));
+        const __m512 g = _mm512_mul_ps(_mm512_loadu_ps(gy + j), gelu_grad(u, k));
+        _mm512_storeu_ps(gx + j, g);
+        if (colsum) _mm512_storeu_ps(colsum + j, _mm512_add_ps(_mm512_loadu_ps(colsum + j), g));
+    }
+    if (j < cols) {
+        const __mmask16 m = tail_mask(cols - j);
+        __m512 u = _mm512_maskz_loadu_ps(m, x + j);
+        if (kHasBias) u = _mm512_add_ps(u, _mm512_maskz_loadu_ps(m, bias + j));
+        const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, gy + j), gelu_grad(u, k));
+        _mm512_mask_storeu_ps(gx + j, m, g);
+        if (colsum)
+            _mm512_mask_storeu_ps(colsum + j, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, colsum + j), g));
+    }
+}
+
+void forward_row_avx512(const float *x, const float *bias, float *y, int64_t cols) {
+    if (bias) forward_row<true>(x, bias, y, cols);
+    else forward_row<false>(x, nullptr, y, cols);
+}
+
+void backward_row_avx512(const float *x, const float *bias, const float *gy, float *gx,
+                       float *colsum, int64_t cols) {
+    if (bias) backward_row<true>(x, bias, gy, gx, colsum, cols);
+    else backward_row<false>(x, nullptr, gy, gx, colsum, cols);
+}
+
+}  // namespace
+
+namespace tt {
+const GeluRowKernels kGeluAvx512 = {"bias_gelu_forward:avx512", "bias_gelu_backward:avx512",
+                                    forward_row_avx512, backward_row_avx512};
+}  // namespace tt

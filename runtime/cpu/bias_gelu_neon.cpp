@@ -1,0 +1,111 @@
+/*
+ * bias_gelu_neon.cpp -- fused bias + GELU row kernels for AArch64 NEON (TT_ISA_NEON).
+ *
+ * bias_gelu_avx2.cpp on 4-lane q registers, step for step (same exp range reduction,
+ * polynomial and split 2^n scaling; same edge rules from bias_gelu_kernels.h). The last
+ * cols % 4 columns are copied into a zero-padded 4-lane buffer and run through the same
+ * vector code, so every column gets identical arithmetic.
+ */
+#if defined(__aarch64__) || defined(_M_ARM64)
+#include <arm_neon.h>
+
+#include "cpu/bias_gelu_kernels.h"
+
+namespace {
+
+inline float32x4_t exp_nonpositive(float32x4_t t) {
+    t = vmaxq_f32(t, vdupq_n_f32(-104.0f)); /* FMAX returns NaN for a NaN input */
+    const float32x4_t n = vrndnq_f32(vmulq_n_f32(t, 1.44269504088896341f));
+    float32x4_t f = vfmsq_f32(t, n, vdupq_n_f32(0.693359375f));
+    f = vfmsq_f32(f, n, vdupq_n_f32(-2.12194440e-4f));
+    float32x4_t p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), vdupq_n_f32(1.9875691500e-4f), f);
+    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, f);
+    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, f);
+    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, f);
+    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, f);
+    p = vfmaq_f32(vaddq_f32(f, vdupq_n_f32(1.0f)), p, vmulq_f32(f, f));
+    const int32x4_t ni = vcvtq_s32_f32(n); /* in [-150, 0] */
+    const int32x4_t n1 = vshrq_n_s32(ni, 1);
+    const int32x4_t n2 = vsubq_s32(ni, n1);
+    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
+    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
+    return vmulq_f32(vmulq_f32(p, s1), s2);
+}
+
+struct Sigmoid {
+    float32x4_t z, e, r, s;
+};
+
+inline Sigmoid sigmoid_of(float32x4_t u) {
+    Sigmoid q;
+    q.z = vmulq_f32(u, vfmaq_f32(vdupq_n_f32(tt::kGeluA), vdupq_n_f32(tt::kGeluB), vmulq_f32(u, u)));
+    q.e = exp_nonpositive(vnegq_f32(vabsq_f32(q.z)));
+    q.r = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), q.e));
+    q.s = vbslq_f32(vcltq_f32(q.z, vdupq_n_f32(0.0f)), vmulq_f32(q.e, q.r), q.r);
+    return q;
+}
+
+inline float32x4_t gelu(float32x4_t u) {
+    const float32x4_t y = vmulq_f32(u, sigmoid_of(u).s);
+    return vbslq_f32(vceqq_f32(u, vdupq_n_f32(-__builtin_inff())), vdupq_n_f32(-0.0f), y);
+}
+
+inline float32x4_t gelu_grad(float32x4_t u) {
+    const Sigmoid q = sigmoid_of(u);
+    const float32x4_t dz = vfmaq_f32(vdupq_n_f32(tt::kGeluA), vdupq_n_f32(tt::kGeluB3), vmulq_f32(u, u));
+    float32x4_t slope = vmulq_f32(vmulq_f32(u, dz), vmulq_f32(q.e, vmulq_f32(q.r, q.r)));
+    slope = vbslq_f32(vceqq_f32(q.e, vdupq_n_f32(0.0f)), vdupq_n_f32(0.0f), slope);
+    return vaddq_f32(q.s, slope);
+}
+
+void forward_row_neon(const float *x, const float *bias, float *y, int64_t cols) {
+    int64_t j = 0;
+    for (; j + 4 <= cols; j += 4) {
+        float32x4_t u = vld1q_f32(x + j);
+        if (bias) u = vaddq_f32(u, vld1q_f32(bias + j));
+        vst1q_f32(y + j, gelu(u));
+    }
+    if (j < cols) {
+        float xb[4] = {0, 0, 0, 0}, bb[4] = {0, 0, 0, 0}, yb[4];
+        for (int64_t t = 0; t < cols - j; ++t) {
+            xb[t] = x[j + t];
+            if (bias) bb[t] = bias[j + t];
+        }
+        vst1q_f32(yb, gelu(bias ? vaddq_f32(vld1q_f32(xb), vld1q_f32(bb)) : vld1q_f32(xb)));
+        for (int64_t t = 0; t < cols - j; ++t) y[j + t] = yb[t];
+    }
+}
+
+void backward_row_neon(const float *x, const float *bias, const float *gy, float *gx,
+                       float *colsum, int64_t cols) {
+    int64_t j = 0;
+    for (; j + 4 <= cols; j += 4) {
+        float32x4_t u = vld1q_f32(x + j);
+        if (bias) u = vaddq_f32(u, vld1q_f32(bias + j));
+        const float32x4_t g = vmulq_f32(vld1q_f32(gy + j), gelu_grad(u));
+        vst1q_f32(gx + j, g);
+        if (colsum) vst1q_f32(colsum + j, vaddq_f32(vld1q_f32(colsum + j), g));
+    }
+    if (j < cols) {
+        float xb[4] = {0, 0, 0, 0}, bb[4] = {0, 0, 0, 0}, gb[4] = {0, 0, 0, 0}, out[4];
+        for (int64_t t = 0; t < cols - j; ++t) {
+            xb[t] = x[j + t];
+            gb[t] = gy[j + t];
+            if (bias) bb[t] = bias[j + t];
+        }
+        const float32x4_t u = bias ? vaddq_f32(vld1q_f32(xb), vld1q_f32(bb)) : vld1q_f32(xb);
+        vst1q_f32(out, vmulq_f32(vld1q_f32(gb), gelu_grad(u)));
+        for (int64_t t = 0; t < cols - j; ++t) {
+            gx[j + t] = out[t];
+            if (colsum) colsum[j + t] += out[t];
+        }
+    }
+}
+
+}  // namespace
+
+namespace tt {
+const GeluRowKernels kGeluNeon = {"bias_gelu_forward:neon", "bias_gelu_backward:neon",
+                                  forward_row_neon, backward_row_neon};
+}  // namespace tt
+#endif
