@@ -189,6 +189,7 @@ def time_steps(fns, steps, rounds, warmup=1):
 
 
 def machine_description(threads):
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     lines = [f"- Python {platform.python_version()} on {platform.system()} {platform.release()} ({platform.machine()})",
              f"- NumPy {np.__version__}" + (f", PyTorch {torch.__version__}" if torch else ", PyTorch not installed"),
              f"- threads: {threads} (BLAS via threadpoolctl" + (" and torch.set_num_threads)" if torch else ")")]
@@ -203,6 +204,9 @@ def machine_description(threads):
                     lines.append(f"- {key}: {value}")
     except (OSError, subprocess.SubprocessError):
         lines.append(f"- CPU: {platform.processor() or 'unknown'} (lscpu unavailable)")
+    if load is not None:
+        lines.append(f"- load average when the report was written: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min); "
+                     "other work on the machine inflates and spreads the timings")
     try:
         from tinytorch import native
         lines.append(f"- TinyTorch native runtime: {'available' if native.available() else 'not used (' + native.reason() + ')'}")

@@ -11,10 +11,11 @@ percentile range and the TinyTorch/PyTorch ratio. A third row per workload, "Num
 only", times just the matrix products of the MLP step in plain NumPy: the floor the
 framework overhead sits on.
 
-Threads: BLAS (via threadpoolctl) and torch.set_num_threads get the same count
-(--threads, default: all cores).
+Threads: BLAS (via threadpoolctl) and torch.set_num_threads get the same count;
+--threads takes a comma-separated list (default "1,<all cores>") and each count is
+measured in turn.
 
-Usage: python benchmarks/bench_training.py [--threads N] [--steps 60] [--rounds 5]
+Usage: python benchmarks/bench_training.py [--threads 1,2] [--steps 60] [--rounds 5]
 Writes benchmarks/results/bench_training.md.
 """
 from __future__ import annotations
@@ -143,7 +144,7 @@ def time_steps(fns, steps, rounds, warmup=10):
 def machine_description(threads):
     lines = [f"- Python {platform.python_version()} on {platform.system()} {platform.release()} ({platform.machine()})",
              f"- NumPy {np.__version__}" + (f", PyTorch {torch.__version__}" if torch else ", PyTorch not installed"),
-             f"- threads: {threads} (BLAS via threadpoolctl" + (" and torch.set_num_threads)" if torch else ")")]
+             f"- thread counts: {threads} (BLAS via threadpoolctl" + (" and torch.set_num_threads)" if torch else ")")]
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
         for key in ("Model name", "CPU(s)", "Thread(s) per core", "L2 cache", "L3 cache", "Flags"):
@@ -158,52 +159,72 @@ def machine_description(threads):
     return lines
 
 
+def run_workloads(threads, steps, rounds):
+    rows = []
+    with (threadpool_limits(limits=threads) if threadpool_limits else _nullcontext()):
+        if torch is not None:
+            torch.set_num_threads(threads)
+        rng = np.random.default_rng(0)
+        for kind in ("mlp", "cnn"):
+            x, y = data(kind, rng)
+            model, ours = tinytorch_step_fn(kind, x, y)
+            fns = {"TinyTorch": ours}
+            if torch is not None:
+                fns["PyTorch"] = torch_step_fn(kind, model, x, y)
+            if kind == "mlp":
+                fns["NumPy GEMMs only"] = numpy_gemm_step_fn(rng)
+            results = time_steps(fns, steps, rounds)
+            ref = np.median(results["PyTorch"]) if "PyTorch" in results else None
+            for name, t in results.items():
+                med = np.median(t)
+                ratio = f"{med / ref:.2f}x" if ref else "n/a"
+                rows.append((kind.upper(), threads, name, med, np.percentile(t, 10), np.percentile(t, 90), ratio))
+    return rows
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--threads", default=f"1,{os.cpu_count()}",
+                        help="comma-separated thread counts (BLAS and torch alike)")
     parser.add_argument("--steps", type=int, default=60, help="timed steps per framework per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default=os.path.join(HERE, "results", "bench_training.md"))
     args = parser.parse_args()
+    thread_counts = sorted({int(t) for t in str(args.threads).split(",") if t.strip()})
+    if not thread_counts or min(thread_counts) < 1:
+        parser.error(f"--threads needs positive integers, got {args.threads!r}")
 
-    limiter = threadpool_limits(limits=args.threads) if threadpool_limits else None
-    if torch is not None:
-        torch.set_num_threads(args.threads)
-    rng = np.random.default_rng(0)
     rows = []
-    for kind in ("mlp", "cnn"):
-        x, y = data(kind, rng)
-        model, ours = tinytorch_step_fn(kind, x, y)
-        fns = {"TinyTorch": ours}
-        if torch is not None:
-            fns["PyTorch"] = torch_step_fn(kind, model, x, y)
-        if kind == "mlp":
-            fns["NumPy GEMMs only"] = numpy_gemm_step_fn(rng)
-        results = time_steps(fns, args.steps, args.rounds)
-        ref = np.median(results["PyTorch"]) if "PyTorch" in results else None
-        for name, t in results.items():
-            med = np.median(t)
-            ratio = f"{med / ref:.2f}x" if ref else "n/a"
-            rows.append((kind.upper(), name, med, np.percentile(t, 10), np.percentile(t, 90), ratio))
+    for threads in thread_counts:
+        rows += run_workloads(threads, args.steps, args.rounds)
 
-    header = "| workload | implementation | median ms/step | p10-p90 ms | vs PyTorch |"
-    table = [header, "|---|---|---:|---:|---:|"]
-    for kind, name, med, p10, p90, ratio in rows:
-        table.append(f"| {kind} | {name} | {med:.3f} | {p10:.3f}-{p90:.3f} | {ratio} |")
+    header = "| workload | threads | implementation | median ms/step | p10-p90 ms | vs PyTorch |"
+    table = [header, "|---|---:|---|---:|---:|---:|"]
+    for kind, threads, name, med, p10, p90, ratio in rows:
+        table.append(f"| {kind} | {threads} | {name} | {med:.3f} | {p10:.3f}-{p90:.3f} | {ratio} |")
     print("\n".join(table))
 
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     with open(args.out, "w") as f:
         f.write("# Training step time: TinyTorch vs PyTorch CPU\n\n")
-        f.write(f"Command: `python benchmarks/bench_training.py --threads {args.threads} --steps {args.steps} "
-                f"--rounds {args.rounds}` ({time.strftime('%Y-%m-%d')})\n\n")
+        f.write(f"Command: `python benchmarks/bench_training.py --threads {','.join(map(str, thread_counts))} "
+                f"--steps {args.steps} --rounds {args.rounds}` ({time.strftime('%Y-%m-%d')}; 1-minute load "
+                f"average at the end: {load:.2f})\n\n")
         f.write("MLP 784-256-128-10 (ReLU) and a small CNN (conv 1->8 3x3, pool, conv 8->16 3x3, pool, linear "
                 "784->10) on 1x28x28, batch 64, Adam, cross-entropy. A step is zero_grad + forward + loss + "
-                "backward + Adam step; ratios are TinyTorch / PyTorch medians from the same run.\n\n")
-        f.write("\n".join(table) + "\n\nMachine:\n\n" + "\n".join(machine_description(args.threads)) + "\n")
+                "backward + Adam step; ratios are TinyTorch / PyTorch medians from the same run and thread "
+                "count. \"NumPy GEMMs only\" is the floor: just the MLP step's matrix products.\n\n")
+        f.write("\n".join(table) + "\n\nMachine:\n\n" + "\n".join(machine_description(thread_counts)) + "\n")
     print(f"wrote {args.out}")
-    if limiter is not None:
-        limiter.unregister() if hasattr(limiter, "unregister") else None
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@ What it shows
 
 The data
   data/tiny_shakespeare.txt: nine of Shakespeare's Sonnets (1, 2, 18, 29, 55, 60, 73, 116, 130;
-  first printed 1609, public domain), about 5.5 KB. It is tiny on purpose: the model memorises
-  much of it, which is the point of a fast milestone (loss falls from ~4 to well under 1.5);
-  the held-out tail shows how far it generalises.
+  first printed 1609, public domain), about 5.5 KB. It is tiny on purpose, so the run is fast:
+  in 600 steps the training loss falls from ~4.0 (a uniform guess) to ~1.4 and the samples
+  turn into sonnet-shaped lines, while the loss on the held-out last 10% bottoms out near 2.3
+  and then rises: memorisation you can watch happen.
+  About 75 ms per step on one quiet 2-core CPU (45 s in all); slower when the machine is shared.
 
 Run:  python milestones/05_2017_transformer/01_tinygpt_shakespeare.py [--steps 600] [--quiet]
 Extensions plug in here: wrap blocks in checkpoint(), inject LoRA into "blocks.*.attn.q_proj",

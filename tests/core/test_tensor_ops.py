@@ -266,6 +266,11 @@ def test_tensor_api(rng):
     assert x.flatten().shape == (6,) and x.unsqueeze(0).shape == (1, 2, 3)
     assert x.unsqueeze(0).squeeze(0).shape == (2, 3)
     assert "requires_grad=True" in repr(x)
+    arr = np.ones(3, np.float32)
+    copied, shared = Tensor(arr), Tensor.from_numpy(arr[::2])
+    copied.data[0] = 5.0  # the constructor copies (an in-place update never reaches arr) ...
+    assert arr[0] == 1.0
+    assert shared.data.base is arr  # ... from_numpy shares, views included
 
 
 def test_bad_input_messages():

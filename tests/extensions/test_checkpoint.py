@@ -188,13 +188,14 @@ def test_bad_input():
 # ----------------------------------------------------------------------------- sequential
 
 @pytest.mark.parametrize("segments", [1, 2, 3, 6])
-def test_checkpoint_sequential_matches(segments):
+@pytest.mark.parametrize("checkpoint_last", [True, False])
+def test_checkpoint_sequential_matches(segments, checkpoint_last):
     tt_random.manual_seed(2)
     layers = [Linear(5, 5) if i % 2 == 0 else Tanh() for i in range(6)]
     model = Sequential(layers)
     x = RNG.standard_normal((4, 5)).astype(np.float32)
     ref = _grads(model, x, lambda m, t: m(t))
-    got = _grads(model, x, lambda m, t: checkpoint_sequential(m, segments, t))
+    got = _grads(model, x, lambda m, t: checkpoint_sequential(m, segments, t, checkpoint_last=checkpoint_last))
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-6)
     np.testing.assert_allclose(got[1], ref[1], rtol=1e-5, atol=1e-7)
     for name in ref[2]:
@@ -213,6 +214,21 @@ def test_checkpoint_sequential_transformer_blocks_with_dropout():
     np.testing.assert_allclose(got[1], ref[1], rtol=1e-4, atol=1e-6)
     for name in ref[2]:
         np.testing.assert_allclose(got[2][name], ref[2][name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_checkpoint_sequential_keeps_only_segment_boundaries():
+    # The recorded graph holds one node per segment and, as inputs, only the boundaries.
+    layers = Sequential([Linear(4, 4) for _ in range(6)])
+    x = Tensor(RNG.standard_normal((2, 4)).astype(np.float32), requires_grad=True)
+    out = checkpoint_sequential(layers, 3, x)
+    nodes, t = [], out
+    while t.grad_fn is not None:
+        assert isinstance(t.grad_fn, CheckpointFunction)
+        nodes.append(t.grad_fn)
+        t = t.grad_fn.parents[0]
+    assert len(nodes) == 3 and t is x
+    out_last = checkpoint_sequential(layers, 3, x, checkpoint_last=False)
+    assert not isinstance(out_last.grad_fn, CheckpointFunction)
 
 
 def test_checkpoint_sequential_bad_segments():

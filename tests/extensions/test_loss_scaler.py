@@ -37,7 +37,7 @@ def _half_weight_grad(true_grad, scaler=None):
     lin = to_half(Linear(4, 3, bias=False))
     opt = MixedPrecisionOptimizer(lin.parameters(), SGD, lr=0.0)
     x = Tensor(np.ones((1, 4), np.float16))
-    loss = lin(x).float().sum() * true_grad
+    loss = lin(x).astype(np.float32).sum() * true_grad
     if scaler is None:
         loss.backward()
         opt.sync_grads()

@@ -39,7 +39,7 @@ def test_master_step_is_a_float32_step_written_back_as_float16():
     opt = MixedPrecisionOptimizer(model.parameters(), SGD, lr=0.1, momentum=0.9)
     assert all(m.dtype == np.float32 for m in opt.params) and len(opt.params) == 4
     x = Tensor(RNG.standard_normal((6, 8)).astype(np.float16))
-    (model(x).float() ** 2).mean().backward()
+    (model(x).astype(np.float32) ** 2).mean().backward()
     before = [m.data.copy() for m in opt.params]
     grads = [p.grad.astype(np.float32) for p in model.parameters()]
     opt.step()
@@ -82,7 +82,7 @@ def _train(mode, steps=25, loss_weight=1.0, init_scale=2.0 ** 16):
     losses = []
     for _ in range(steps):
         opt.zero_grad()
-        err = model(Tensor(x)).float() - Tensor(y)
+        err = model(Tensor(x)).astype(np.float32) - Tensor(y)
         loss = (err * err).mean()
         losses.append(loss.item())
         weighted = loss * loss_weight
@@ -129,7 +129,7 @@ def test_scheduler_and_state_dict_drive_the_inner_optimizer():
     x = Tensor(RNG.standard_normal((3, 8)).astype(np.float16))
     for _ in range(2):
         opt.zero_grad()
-        model(x).float().sum().backward()
+        model(x).astype(np.float32).sum().backward()
         opt.step()
         sched.step()
     assert opt.inner.lr == opt.lr and opt.lr < 1e-2

@@ -56,12 +56,13 @@ __all__ = ["gemm", "matmul", "bias_gelu", "bias_gelu_backward", "last_path", "us
 _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_C = 0.044715
 
-# Smallest problems sent to the native kernels (see the routing rule above). Measured on a
-# 2-core Zen 3 machine: for square float32 GEMMs NumPy and the native path cost the same
-# near n = 24 (~14k multiply-adds); the native path wins above. For bias+GELU the fused
-# kernel wins from a few hundred elements; 1024 leaves margin for slower ctypes builds.
-NATIVE_MIN_GEMM_WORK = 16 * 1024
-NATIVE_MIN_ELEMENTS = 1024
+# Smallest problems sent to the native kernels (see the routing rule above). Measured on the
+# 2-core Zen 3 development machine (1 thread, both paths timed back to back): a native
+# GEMM call costs ~5-10 us of fixed overhead (ctypes, packing), NumPy/OpenBLAS ~3 us, so
+# NumPy wins for square GEMMs below n ~ 48 (~110k multiply-adds) and the native path above.
+# The fused bias+GELU already wins at 64 elements (one pass instead of ~10 NumPy passes).
+NATIVE_MIN_GEMM_WORK = 1 << 17
+NATIVE_MIN_ELEMENTS = 256
 
 _F32 = np.dtype(np.float32)
 _last_path = "none"
@@ -164,24 +165,29 @@ def _check(native, status: int, what: str) -> None:
 # Operand layouts
 # --------------------------------------------------------------------------------------
 
+def _strided_layout(rows: int, cols: int, s0: int, s1: int):
+    """(ld, transposed) for a rows x cols float32 matrix with byte strides (s0, s1), or
+    None. Row-major storage gives (ld, False); column-major storage gives (ld, True): the
+    C side then sees the transpose, row-major with leading dimension ld."""
+    if cols <= 1:
+        s1 = 4
+    if rows <= 1:
+        s0 = 4 * max(cols, 1)
+    if s1 == 4 and s0 >= 4 * max(cols, 1) and s0 % 4 == 0:
+        return s0 // 4, False
+    if s0 == 4 and s1 >= 4 * max(rows, 1) and s1 % 4 == 0:
+        return s1 // 4, True
+    return None
+
+
 def _matrix_layout(x: np.ndarray):
-    """(array, ld, transposed) describing 2-D float32 ``x`` for the C ABI without copying
-    when possible: row-major storage gives (x, ld, False); column-major storage gives
-    (x, ld, True), meaning the C side sees x.T row-major with leading dimension ld and
-    must apply a transpose. Otherwise a contiguous copy (copy, cols, False)."""
-    rows, cols = x.shape
-    s0, s1 = x.strides
-    if x.flags.aligned:
-        if cols <= 1:
-            s1 = 4
-        if rows <= 1:
-            s0 = 4 * max(cols, 1)
-        if s1 == 4 and s0 >= 4 * max(cols, 1) and s0 % 4 == 0:
-            return x, s0 // 4, False
-        if s0 == 4 and s1 >= 4 * max(rows, 1) and s1 % 4 == 0:
-            return x, s1 // 4, True
-    x = np.ascontiguousarray(x)
-    return x, max(cols, 1), False
+    """(array, ld, transposed) describing 2-D float32 ``x`` for the C ABI, without a copy
+    when its storage is row- or column-major; otherwise a contiguous copy."""
+    layout = _strided_layout(x.shape[0], x.shape[1], *x.strides) if x.flags.aligned else None
+    if layout is None:
+        x = np.ascontiguousarray(x)
+        layout = (max(x.shape[1], 1), False)
+    return x, layout[0], layout[1]
 
 
 def _is_f32(*arrays) -> bool:
@@ -249,16 +255,15 @@ def _batched_native(kernels, native, a, b):
     operands = []
     for x in (a, b):
         x3 = np.broadcast_to(x, batch + x.shape[-2:]).reshape((count,) + x.shape[-2:])
+        rows, cols = x3.shape[1:]
+        layout = _strided_layout(rows, cols, x3.strides[1], x3.strides[2]) \
+            if x3.flags.aligned else None
         stride = x3.strides[0] if count > 1 else 0
-        if stride < 0 or stride % 4:
+        if layout is None or stride < 0 or stride % 4:
             x3 = np.ascontiguousarray(x3)
+            layout = (max(cols, 1), False)
             stride = x3.strides[0] if count > 1 else 0
-        mat, ld, flip = _matrix_layout(x3[0]) if count > 0 else (x3, 1, False)
-        if count > 0 and mat is not x3[0] and not np.shares_memory(mat, x3):
-            x3 = np.ascontiguousarray(x3)  # the matrices are not row/column-major: copy all
-            stride = x3.strides[0] if count > 1 else 0
-            mat, ld, flip = x3[0], max(x3.shape[-1], 1), False
-        operands.append((x3, ld, flip, stride // 4))
+        operands.append((x3, layout[0], layout[1], stride // 4))
     (a3, lda, a_flip, sa), (b3, ldb, b_flip, sb) = operands
     out = np.empty(batch + (m, n), dtype=_F32)
     if count == 0:
@@ -271,35 +276,48 @@ def _batched_native(kernels, native, a, b):
     return out
 
 
+def _matmul_work(a: np.ndarray, b: np.ndarray):
+    """Multiply-adds of a @ b under NumPy's rules, or None when the shapes do not match."""
+    if a.ndim == 0 or b.ndim == 0:
+        return None
+    m, k = (1, a.shape[0]) if a.ndim == 1 else a.shape[-2:]
+    k2, n = (b.shape[0], 1) if b.ndim == 1 else b.shape[-2:]
+    if k != k2:
+        return None
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        return None
+    return int(np.prod(batch, dtype=np.int64)) * m * n * k
+
+
+def _matmul_native(kernels, native, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b (NumPy rules) for float32 arrays whose shapes match (see _matmul_work)."""
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    k, n = b2.shape[-2:]
+    if a2.ndim == 2 and b2.ndim == 2:
+        out = _gemm_native(kernels, native, a2, b2, False, False, None)
+    elif b2.ndim == 2 and a2.flags.c_contiguous:
+        # (..., M, K) @ (K, N): fold the batch into the rows, one GEMM.
+        out = _gemm_native(kernels, native, a2.reshape(-1, k), b2, False, False,
+                           None).reshape(a2.shape[:-1] + (n,))
+    else:
+        out = _batched_native(kernels, native, a2, b2)
+    if a.ndim == 1:
+        out = out[..., 0, :]
+    if b.ndim == 1:
+        out = out[..., 0]
+    return out
+
+
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b with NumPy's batching and 1-D promotion rules."""
     rt = _runtime()
-    if rt is not None and a.ndim >= 1 and b.ndim >= 1 and _is_f32(a, b):
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
-        m, k = a2.shape[-2:]
-        k2, n = b2.shape[-2:]
-        if k == k2:
-            try:
-                batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
-            except ValueError:
-                batch = None
-            if batch is not None:
-                count = int(np.prod(batch, dtype=np.int64))
-                if count * m * n * k >= NATIVE_MIN_GEMM_WORK:
-                    if a2.ndim == 2 and b2.ndim == 2:
-                        out = _gemm_native(rt[0], rt[1], a2, b2, False, False, None)
-                    elif b2.ndim == 2 and a2.flags.c_contiguous:
-                        # (..., M, K) @ (K, N): fold the batch into the rows, one GEMM.
-                        out = _gemm_native(rt[0], rt[1], a2.reshape(-1, k), b2, False, False,
-                                           None).reshape(a2.shape[:-1] + (n,))
-                    else:
-                        out = _batched_native(rt[0], rt[1], a2, b2)
-                    if a.ndim == 1:
-                        out = out[..., 0, :]
-                    if b.ndim == 1:
-                        out = out[..., 0]
-                    return out
+    if rt is not None and _is_f32(a, b):
+        work = _matmul_work(a, b)
+        if work is not None and work >= NATIVE_MIN_GEMM_WORK:
+            return _matmul_native(rt[0], rt[1], a, b)
     _set_path("numpy")
     return np.matmul(a, b)
 
@@ -315,24 +333,43 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 def _gelu_native_ok(x, bias) -> bool:
-    return (x.ndim >= 1 and x.size >= NATIVE_MIN_ELEMENTS and _is_f32(x) and
+    return (x.ndim >= 1 and _is_f32(x) and
             (bias is None or (_is_f32(bias) and bias.shape == x.shape[-1:])))
+
+
+def _bias_gelu_native(kernels, native, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    xc = np.ascontiguousarray(x)
+    bc = None if bias is None else np.ascontiguousarray(bias)
+    y = np.empty(x.shape, dtype=_F32)
+    cols = x.shape[-1]
+    status = kernels.gelu_forward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
+                                  y.ctypes.data, x.size // max(cols, 1), cols)
+    _check(native, status, "bias_gelu")
+    _report(kernels)
+    return y
+
+
+def _bias_gelu_backward_native(kernels, native, x, bias, grad):
+    xc = np.ascontiguousarray(x)
+    gc = np.ascontiguousarray(grad)
+    bc = None if bias is None else np.ascontiguousarray(bias)
+    gx = np.empty(x.shape, dtype=_F32)
+    gb = None if bias is None else np.empty(bias.shape, dtype=_F32)
+    cols = x.shape[-1]
+    status = kernels.gelu_backward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
+                                   gc.ctypes.data, gx.ctypes.data,
+                                   None if gb is None else gb.ctypes.data,
+                                   x.size // max(cols, 1), cols)
+    _check(native, status, "bias_gelu_backward")
+    _report(kernels)
+    return gx, gb
 
 
 def bias_gelu(x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     """gelu_tanh(x + bias), bias broadcast over the last axis (None means no bias)."""
     rt = _runtime()
-    if rt is not None and _gelu_native_ok(x, bias):
-        kernels, native = rt
-        xc = np.ascontiguousarray(x)
-        bc = None if bias is None else np.ascontiguousarray(bias)
-        y = np.empty(x.shape, dtype=_F32)
-        cols = x.shape[-1]
-        status = kernels.gelu_forward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
-                                      y.ctypes.data, x.size // max(cols, 1), cols)
-        _check(native, status, "bias_gelu")
-        _report(kernels)
-        return y
+    if rt is not None and x.size >= NATIVE_MIN_ELEMENTS and _gelu_native_ok(x, bias):
+        return _bias_gelu_native(rt[0], rt[1], x, bias)
     u = x if bias is None else x + bias
     _set_path("numpy")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -347,30 +384,21 @@ def bias_gelu(x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
 def bias_gelu_backward(x: np.ndarray, bias: np.ndarray | None, grad: np.ndarray):
     """Gradients of gelu_tanh(x + bias): (grad * gelu'(u), sum of that over leading axes)."""
     rt = _runtime()
-    if rt is not None and _gelu_native_ok(x, bias) and _is_f32(grad) and grad.shape == x.shape:
-        kernels, native = rt
-        xc = np.ascontiguousarray(x)
-        gc = np.ascontiguousarray(grad)
-        bc = None if bias is None else np.ascontiguousarray(bias)
-        gx = np.empty(x.shape, dtype=_F32)
-        gb = None if bias is None else np.empty(bias.shape, dtype=_F32)
-        cols = x.shape[-1]
-        status = kernels.gelu_backward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
-                                       gc.ctypes.data, gx.ctypes.data,
-                                       None if gb is None else gb.ctypes.data,
-                                       x.size // max(cols, 1), cols)
-        _check(native, status, "bias_gelu_backward")
-        _report(kernels)
-        return gx, gb
+    if rt is not None and x.size >= NATIVE_MIN_ELEMENTS and _gelu_native_ok(x, bias) and \
+            _is_f32(grad) and grad.shape == x.shape:
+        return _bias_gelu_backward_native(rt[0], rt[1], x, bias, grad)
     u = x if bias is None else x + bias
     _set_path("numpy")
     with np.errstate(over="ignore", invalid="ignore"):
-        inner = _SQRT_2_OVER_PI * (u + _GELU_C * u * u * u)
-        s = _sigmoid(2.0 * inner)
-        t = 2.0 * s - 1.0  # tanh(inner)
-        d = 0.5 * (1.0 + t) + 0.5 * u * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * u * u)
-        # For huge |u| the polynomial overflows to inf and (1 - t^2) * inf is NaN; the true limit is 0.
-        d = np.where(np.isfinite(d) | np.isnan(u), d, np.where(u > 0, 1.0, 0.0))
+        # d/du [u sigmoid(z)] = s + u z' s (1 - s), with s (1 - s) = e / (1 + e)^2 and
+        # e = exp(-|z|) in [0, 1]: no cancellation (1 + tanh would lose everything below
+        # u ~ -4 in float32) and no overflow. Where e underflows to 0 the second term is
+        # exactly 0 (it would be inf * 0 for huge |u|).
+        z = 2.0 * _SQRT_2_OVER_PI * (u + _GELU_C * u * u * u)
+        e = np.exp(-np.abs(z))
+        s = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+        slope = u * (2.0 * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * u * u)) * (e / ((1.0 + e) * (1.0 + e)))
+        d = s + np.where(e == 0, 0.0, slope)
     gx = (grad * d).astype(x.dtype, copy=False)
     gb = None if bias is None else gx.reshape(-1, gx.shape[-1]).sum(axis=0).astype(bias.dtype, copy=False)
     return gx, gb

@@ -171,15 +171,6 @@ class Tensor:
 
     to = astype
 
-    def float(self) -> "Tensor":
-        return self.astype(np.float32)
-
-    def half(self) -> "Tensor":
-        return self.astype(np.float16)
-
-    def double(self) -> "Tensor":
-        return self.astype(np.float64)
-
     # ------------------------------------------------------------------ arithmetic
     def _other(self, other):
         # Python scalars pass through (NumPy keeps our dtype for them); arrays and
@@ -236,27 +227,7 @@ class Tensor:
     def matmul(self, other):
         return self.__matmul__(other)
 
-    # comparisons: no gradient, bool result
-    def _cmp_operand(self, other):
-        return other.data if isinstance(other, Tensor) else other
-
-    def __eq__(self, other):
-        return Tensor._make(np.asarray(self.data == self._cmp_operand(other)), False, None)
-
-    def __ne__(self, other):
-        return Tensor._make(np.asarray(self.data != self._cmp_operand(other)), False, None)
-
-    def __lt__(self, other):
-        return Tensor._make(np.asarray(self.data < self._cmp_operand(other)), False, None)
-
-    def __le__(self, other):
-        return Tensor._make(np.asarray(self.data <= self._cmp_operand(other)), False, None)
-
-    def __gt__(self, other):
-        return Tensor._make(np.asarray(self.data > self._cmp_operand(other)), False, None)
-
-    def __ge__(self, other):
-        return Tensor._make(np.asarray(self.data >= self._cmp_operand(other)), False, None)
+    # comparisons (__eq__, __lt__, ...) are attached below the class: bool result, no gradient
 
     # ------------------------------------------------------------------ elementwise
     def exp(self):
@@ -389,6 +360,17 @@ class Tensor:
         return split(self, split_size_or_sections, axis)
 
 
+def _comparison(op):
+    def compare(self, other):
+        return Tensor._make(np.asarray(op(self.data, other.data if isinstance(other, Tensor) else other)), False, None)
+    return compare
+
+
+for _name, _op in [("__eq__", np.equal), ("__ne__", np.not_equal), ("__lt__", np.less),
+                   ("__le__", np.less_equal), ("__gt__", np.greater), ("__ge__", np.greater_equal)]:
+    setattr(Tensor, _name, _comparison(_op))
+
+
 def _norm_axis(axis, ndim):
     if axis is None:
         return None
@@ -424,7 +406,7 @@ def _is_basic_index(index):
     return True
 
 
-def _expand_reduced(g, shape, axis, keepdims):
+def _expand_reduced(g, axis, keepdims):
     """Reshape a reduced gradient so it broadcasts against the input shape."""
     if axis is not None and not keepdims:
         g = np.expand_dims(g, axis)
@@ -571,7 +553,7 @@ class Sum(Function):
         return np.sum(a, axis=axis, keepdims=keepdims)
 
     def backward(self, g):
-        return np.broadcast_to(_expand_reduced(g, self.shape, self.axis, self.keepdims), self.shape)
+        return np.broadcast_to(_expand_reduced(g, self.axis, self.keepdims), self.shape)
 
 
 class Mean(Function):
@@ -583,7 +565,7 @@ class Mean(Function):
             np.full(np.sum(a, axis=axis, keepdims=keepdims).shape, np.nan, dtype=a.dtype)
 
     def backward(self, g):
-        g = _expand_reduced(g, self.shape, self.axis, self.keepdims) * self.scale
+        g = _expand_reduced(g, self.axis, self.keepdims) * self.scale
         return np.broadcast_to(g, self.shape)
 
 
@@ -615,7 +597,7 @@ class Var(Function):
             return np.var(a, axis=axis, keepdims=keepdims, ddof=ddof)
 
     def backward(self, g):
-        g = _expand_reduced(g, None, self.axis, self.keepdims)
+        g = _expand_reduced(g, self.axis, self.keepdims)
         return g * self.centered * self.scale
 
 

@@ -9,9 +9,8 @@
     the worked example       scaled_matmul                              (template.py)
 
 Every extension follows the contract in docs/extending.md, and importing this package never
-fails: an extension whose optional dependency is missing falls back to NumPy at call time.
-The SIMD module is imported under a guard so a half-written or broken file cannot take the
-rest of the package down with it; ``extension_import_errors()`` says what was skipped.
+fails: each extension looks up its optional dependencies (the runtime library, a compiler, a
+device) at call time and falls back to NumPy, so the imports below are plain imports.
 """
 from __future__ import annotations
 
@@ -21,6 +20,7 @@ from .checkpoint import checkpoint, checkpoint_sequential
 from .loss_scaler import LossScaler, DynamicLossScaler
 from .mixed_precision import to_half, to_float, MixedPrecisionOptimizer
 from .optimizers import Lion, Muon
+from .simd_ops import simd_matmul, simd_fused_bias_gelu, has_simd_support, simd_build_info
 
 __all__ = [
     "scaled_matmul",
@@ -29,18 +29,5 @@ __all__ = [
     "LossScaler", "DynamicLossScaler",
     "to_half", "to_float", "MixedPrecisionOptimizer",
     "Lion", "Muon",
-    "extension_import_errors",
+    "simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info",
 ]
-
-_import_errors: dict[str, str] = {}
-
-try:
-    from .simd_ops import simd_matmul, simd_fused_bias_gelu, has_simd_support, simd_build_info
-    __all__ += ["simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info"]
-except Exception as exc:  # noqa: BLE001 - any failure leaves the other extensions usable
-    _import_errors["simd_ops"] = f"{type(exc).__name__}: {exc}"
-
-
-def extension_import_errors() -> dict[str, str]:
-    """Extensions that could not be imported, with the reason ({} when all loaded)."""
-    return dict(_import_errors)

@@ -176,11 +176,17 @@ class _Segment(Layer):
         return x
 
 
-def checkpoint_sequential(layers, segments: int, x, preserve_rng_state: bool = True):
+def checkpoint_sequential(layers, segments: int, x, preserve_rng_state: bool = True,
+                          checkpoint_last: bool = True):
     """Split ``layers`` (a ``Sequential`` or a list of callables) into ``segments`` runs of
-    near-equal length, checkpoint every run but the last (whose intermediates are needed
-    at once by backward anyway) and return the output. ``segments ~ sqrt(len(layers))``
-    gives the O(sqrt(N)) memory schedule."""
+    near-equal length, checkpoint each run and return the output. ``segments ~
+    sqrt(len(layers))`` gives the O(sqrt(N)) memory schedule.
+
+    ``checkpoint_last``: PyTorch leaves the last run un-checkpointed, since backward needs
+    its intermediates first. Here every op output stays reachable from the loss until the
+    loss itself is dropped, so an un-checkpointed last run would stay alive through the
+    whole backward and double the peak; by default it is checkpointed too (one more
+    segment of recomputation). Pass False for PyTorch's schedule."""
     if hasattr(layers, "layers") and isinstance(layers.layers, list):
         layers = layers.layers
     layers = list(layers)
@@ -193,7 +199,7 @@ def checkpoint_sequential(layers, segments: int, x, preserve_rng_state: bool = T
     bounds = [(i * n) // segments for i in range(segments + 1)]  # strictly increasing: n >= segments
     for i in range(segments):
         seg = _Segment(layers[bounds[i]:bounds[i + 1]])
-        if i == segments - 1:
+        if i == segments - 1 and not checkpoint_last:
             x = seg(x)
         else:
             x = checkpoint(seg, x, preserve_rng_state=preserve_rng_state)

@@ -29,9 +29,9 @@ Typical step::
     model = to_half(model)
     opt = MixedPrecisionOptimizer(model.parameters(), AdamW, lr=3e-4)
     scaler = DynamicLossScaler()
-    loss = loss_fn(model(x_half).float(), y)       # the loss itself in float32
-    scaler.scale(loss).backward()                   # float16 backward
-    scaler.step(opt); scaler.update()               # unscale in float32, skip on overflow
+    loss = loss_fn(model(x_half).astype(np.float32), y)   # the loss itself in float32
+    scaler.scale(loss).backward()                         # float16 backward
+    scaler.step(opt); scaler.update()                     # unscale in float32, skip on overflow
     opt.zero_grad()
 
 No native path here: float16 matmuls go through ``core.acceleration`` like every other

@@ -1,0 +1,266 @@
+"""SIMD operations: ``simd_matmul`` and ``simd_fused_bias_gelu`` on the native CPU kernels.
+
+Bottlenecks they remove (silicon boundary):
+  * ``simd_matmul``: an interpreted triple loop runs at well under 0.1 GFLOP/s and a scalar
+    C loop at a few GFLOP/s. The runtime's GEMM (runtime/cpu/gemm.cpp) blocks for the
+    caches, packs both operands into aligned panels and runs a register-tiled vector
+    micro-kernel (AVX2+FMA 6x16, AVX-512 12x32 or NEON 8x12) on OpenMP threads, which
+    puts it at OpenBLAS speed (benchmarks/results/bench_gemm.md).
+  * ``simd_fused_bias_gelu``: unfused, ``gelu(x + b)`` writes the sum to memory, reads it
+    back and spends most of its time in a scalar tanh. The fused kernel
+    (runtime/cpu/bias_gelu*.cpp) reads x once, writes y once and evaluates the tanh
+    through a vectorised exp (benchmarks/results/bench_gelu.md).
+
+Contract (docs/extending.md):
+  * ndarray in -> ndarray out; any Tensor in -> Tensor out, recorded for backward.
+    Backward uses the same kernels: the GEMM with transpose flags (no transposed copies)
+    and the fused GELU derivative with the bias gradient summed in the same pass.
+  * dtype rule: float32 runs on the SIMD kernels. float64 is computed in float64 through
+    NumPy (precision is kept, so float64 gradients can be checked by finite differences).
+    Other real dtypes (float16, integers, bool) are converted to float32 first and the
+    result is float32. Complex inputs raise TypeError.
+  * Non-contiguous inputs are fine: transposed views reach the GEMM as transpose flags,
+    other strides are copied once.
+  * Fallback: without the runtime library (or inside ``native_disabled()``) NumPy
+    computes the same formulas; ``last_path()`` names what ran ("native:sgemm:avx2",
+    "native:bias_gelu_forward:avx2", ..., or "numpy"). Unlike the core's dispatch,
+    these functions send even tiny float32 problems to the native kernels.
+
+Shapes: ``simd_matmul(a, b)`` takes arrays of at least 2 dimensions with NumPy's batching
+rules; mismatched inner sizes raise ``ValueError("Incompatible matrix dimensions:
+(M, K) x (K2, N)")``. ``simd_fused_bias_gelu(x, bias)`` takes x of shape [..., D] and bias
+of shape (D,) or None; any other bias shape raises ``ValueError("bias must have shape
+(D,), got ...")``.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..core import acceleration as _acc
+from ..core.autograd import Function
+from ..core.tensor import Tensor
+
+__all__ = ["simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info",
+           "last_path", "native_disabled", "SimdMatmulFunction", "FusedBiasGeluFunction"]
+
+_SIMD_ISAS = ("avx2", "avx512", "neon")
+_last_path = "none"
+
+
+def last_path() -> str:
+    """What the most recent simd_* forward or backward call ran ("native:...", "numpy")."""
+    return _last_path
+
+
+def _note_path() -> None:
+    global _last_path
+    _last_path = _acc.last_path()
+
+
+@contextmanager
+def native_disabled():
+    """``with native_disabled():`` computes with NumPy (parity tests, benchmarks)."""
+    with _acc.use_native(False):
+        yield
+
+
+# --------------------------------------------------------------------------------------
+# dtype rule and kernels (arrays in, arrays out)
+# --------------------------------------------------------------------------------------
+
+def _as_kernel_dtype(x: np.ndarray, who: str) -> np.ndarray:
+    """The documented dtype rule: float32 and float64 stay, other reals become float32."""
+    if x.dtype == np.float32 or x.dtype == np.float64:
+        return x
+    if x.dtype.kind in "fiub":
+        return x.astype(np.float32)
+    raise TypeError(f"{who}: expected a real-valued array, got dtype {x.dtype}")
+
+
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for arrays of one dtype: float32 on the native GEMM whatever the size."""
+    rt = _acc._runtime()
+    if rt is not None and a.dtype == np.float32 and b.dtype == np.float32:
+        out = _acc._matmul_native(rt[0], rt[1], a, b)
+    else:
+        out = _acc.matmul(a, b)
+    _note_path()
+    return out
+
+
+def _gemm(a: np.ndarray, b: np.ndarray, trans_a: bool, trans_b: bool) -> np.ndarray:
+    """op(a) @ op(b) for 2-D arrays of one dtype, transposes as flags."""
+    rt = _acc._runtime()
+    if rt is not None and a.dtype == np.float32 and b.dtype == np.float32:
+        out = _acc._gemm_native(rt[0], rt[1], a, b, trans_a, trans_b, None)
+    else:
+        out = _acc.gemm(a, b, trans_a, trans_b)
+    _note_path()
+    return out
+
+
+def _gelu_forward(x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    rt = _acc._runtime()
+    if rt is not None and _acc._gelu_native_ok(x, bias):
+        y = _acc._bias_gelu_native(rt[0], rt[1], x, bias)
+    else:
+        y = _acc.bias_gelu(x, bias)
+    _note_path()
+    return y
+
+
+def _gelu_backward(x, bias, grad):
+    rt = _acc._runtime()
+    if rt is not None and _acc._gelu_native_ok(x, bias) and grad.dtype == np.float32 \
+            and grad.shape == x.shape:
+        out = _acc._bias_gelu_backward_native(rt[0], rt[1], x, bias, grad)
+    else:
+        out = _acc.bias_gelu_backward(x, bias, grad)
+    _note_path()
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Autograd Functions
+# --------------------------------------------------------------------------------------
+
+class SimdMatmulFunction(Function):
+    """out = a @ b (NumPy batching); grads g @ b^T and a^T @ g through the same GEMM."""
+
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return _matmul(a, b)
+
+    def backward(self, grad_output):
+        a, b = self.a, self.b
+        g = grad_output.astype(a.dtype, copy=False)
+        need_a, need_b = self.needs_input_grad[0], self.needs_input_grad[1]
+        grad_a = grad_b = None
+        if a.ndim == 2 and b.ndim == 2:
+            # Transpose flags, not transposed copies: the GEMM packs op(A) directly.
+            if need_a:
+                grad_a = _gemm(g, b, False, True)
+            if need_b:
+                grad_b = _gemm(a, g, True, False)
+        else:
+            # Batched: swapped views reach the strided-batched GEMM as transpose flags;
+            # the autograd engine sums gradients over broadcast batch axes.
+            if need_a:
+                grad_a = _matmul(g, np.swapaxes(b, -1, -2))
+            if need_b:
+                grad_b = _matmul(np.swapaxes(a, -1, -2), g)
+        return grad_a, grad_b
+
+
+class FusedBiasGeluFunction(Function):
+    """y = gelu_tanh(x + bias); grads from one fused pass (grad_x and the bias sum)."""
+
+    def forward(self, x, bias):
+        self.x, self.bias = x, bias
+        return _gelu_forward(x, bias)
+
+    def backward(self, grad_output):
+        g = grad_output.astype(self.x.dtype, copy=False)
+        grad_x, grad_bias = _gelu_backward(self.x, self.bias, g)
+        return grad_x, grad_bias
+
+
+# --------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------
+
+def _data(x, who: str, name: str) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return x.data
+    if isinstance(x, np.ndarray):
+        return x
+    raise TypeError(f"{who}: {name} must be a Tensor or a numpy.ndarray, got {type(x).__name__}")
+
+
+def simd_matmul(a, b):
+    """``a @ b`` on the SIMD GEMM. ndarray inputs give an ndarray; any Tensor input gives a
+    Tensor that records the operation for backward."""
+    a_arr = _as_kernel_dtype(_data(a, "simd_matmul", "a"), "simd_matmul")
+    b_arr = _as_kernel_dtype(_data(b, "simd_matmul", "b"), "simd_matmul")
+    if a_arr.ndim < 2 or b_arr.ndim < 2:
+        raise ValueError(f"simd_matmul: both inputs need at least 2 dimensions, got shapes "
+                         f"{a_arr.shape} and {b_arr.shape}")
+    if a_arr.shape[-1] != b_arr.shape[-2]:
+        raise ValueError(f"Incompatible matrix dimensions: {a_arr.shape} x {b_arr.shape}")
+    try:
+        np.broadcast_shapes(a_arr.shape[:-2], b_arr.shape[:-2])
+    except ValueError:
+        raise ValueError(f"Incompatible matrix dimensions: {a_arr.shape} x {b_arr.shape} "
+                         f"(batch dimensions do not broadcast)") from None
+    if a_arr.dtype != b_arr.dtype:  # float32 with float64: compute in float64, like NumPy
+        a_arr, b_arr = a_arr.astype(np.float64), b_arr.astype(np.float64)
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return SimdMatmulFunction.apply(_as_tensor(a, a_arr), _as_tensor(b, b_arr))
+    return _matmul(a_arr, b_arr)
+
+
+def simd_fused_bias_gelu(x, bias=None):
+    """``gelu_tanh(x + bias)`` in one fused pass; x is [..., D], bias is (D,) or None.
+    ndarray inputs give an ndarray; any Tensor input gives a Tensor on the tape."""
+    x_arr = _as_kernel_dtype(_data(x, "simd_fused_bias_gelu", "x"), "simd_fused_bias_gelu")
+    if x_arr.ndim < 1:
+        raise ValueError("simd_fused_bias_gelu: x must have shape [..., D], got a scalar")
+    d = x_arr.shape[-1]
+    b_arr = None
+    if bias is not None:
+        b_arr = _as_kernel_dtype(_data(bias, "simd_fused_bias_gelu", "bias"), "simd_fused_bias_gelu")
+        if b_arr.shape != (d,):
+            raise ValueError(f"bias must have shape ({d},), got {b_arr.shape}")
+        if b_arr.dtype != x_arr.dtype:
+            common = np.result_type(x_arr, b_arr)
+            x_arr, b_arr = x_arr.astype(common), b_arr.astype(common)
+    if isinstance(x, Tensor) or isinstance(bias, Tensor):
+        x_t = _as_tensor(x, x_arr)
+        return FusedBiasGeluFunction.apply(x_t, None if bias is None else _as_tensor(bias, b_arr))
+    return _gelu_forward(x_arr, b_arr)
+
+
+def _as_tensor(x, arr: np.ndarray) -> Tensor:
+    """The Tensor to record: ``x`` itself when its data is ``arr``; a differentiable cast
+    of ``x`` when the dtype rule converted it (gradients reach ``x`` in its own dtype);
+    a constant Tensor for an ndarray mixed with Tensors."""
+    if isinstance(x, Tensor):
+        return x if x.data is arr else _Cast.apply(x, arr.dtype)
+    return Tensor._make(arr, False, None)
+
+
+class _Cast(Function):
+    def forward(self, x, dtype):
+        self.dtype = x.dtype
+        return x.astype(dtype)
+
+    def backward(self, grad_output):
+        return grad_output.astype(self.dtype), None
+
+
+def has_simd_support() -> bool:
+    """True when the native runtime is loaded, enabled, and its active ISA is a SIMD one
+    (AVX2, AVX-512 or NEON) rather than the scalar fallback."""
+    if not _acc.native_available():
+        return False
+    from .. import _native
+    try:
+        return _native.isa_active() in _SIMD_ISAS
+    except Exception:  # noqa: BLE001 - a broken library means no SIMD
+        return False
+
+
+def simd_build_info() -> dict:
+    """What the SIMD kernels are built for and running on: availability (and the reason
+    when unavailable), ISAs compiled / detected / active, threads, OpenMP, compiler and
+    library path, plus ``simd`` (= has_simd_support()) and ``native_enabled``."""
+    from .. import native
+    info = dict(native.info())
+    info["simd"] = has_simd_support()
+    info["native_enabled"] = _acc.native_enabled()
+    info["kernels"] = {"gemm": {"scalar": "4x8", "avx2": "6x16", "avx512": "12x32",
+                                "neon": "8x12"},
+                       "bias_gelu": "fused forward and backward, vectorised exp"}
+    return info

@@ -1,0 +1,199 @@
+"""The native GEMM through tinytorch.core.acceleration: values against float64 NumPy over
+transposes, awkward shapes, strided and transposed views, out=, batching and broadcasting;
+and proof that the native kernel of the active ISA ran (last_path() carries the runtime's
+own kernel-path report). Every test runs on 1 and 2 threads. The ISA is whatever the
+runtime chose, so CI runs this file once per ISA with TINYTORCH_ISA=scalar|avx2|...
+
+Tolerance: the float32 accumulation bound, (K + 4) * 2^-23 times |op(A)| |op(B)|
+elementwise; a wrong element is off by the size of the products and fails.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tinytorch
+from tinytorch import _native, native
+from tinytorch.core import acceleration as acc
+
+RNG = np.random.default_rng(20261130)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def runtime():
+    # The suite runs against a built package: a missing library is a failure, not a skip.
+    assert native.available(), native.reason()
+    assert acc.native_enabled(), "TINYTORCH_DISABLE_NATIVE is set: these tests need the native path"
+
+
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def threads(request):
+    before = tinytorch.get_num_threads()
+    tinytorch.set_num_threads(request.param)
+    yield request.param
+    tinytorch.set_num_threads(before)
+
+
+def isa() -> str:
+    return native.isa()
+
+
+def assert_close_gemm(got, a_op, b_op):
+    a64, b64 = a_op.astype(np.float64), b_op.astype(np.float64)
+    want = a64 @ b64
+    bound = (a64.shape[-1] + 4) * 2.0 ** -23 * (np.abs(a64) @ np.abs(b64)) + 1e-30
+    assert got.shape == want.shape
+    assert got.dtype == np.float32
+    bad = np.abs(got - want) > bound
+    assert not bad.any(), f"{bad.sum()} elements out of bound; worst {np.abs(got - want).max()}"
+
+
+SHAPES = [(0, 5, 3), (4, 0, 3), (3, 4, 0), (1, 1, 1), (2, 7, 31), (7, 33, 31), (33, 31, 127),
+          (127, 33, 7), (61, 67, 71), (513, 7, 33), (3, 301, 97), (96, 80, 300), (50, 40, 1),
+          (9, 11, 2600)]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_gemm_matches_float64(m, n, k, trans_a, trans_b, threads):
+    a_op = RNG.standard_normal((m, k)).astype(np.float32)
+    b_op = RNG.standard_normal((k, n)).astype(np.float32)
+    a = np.ascontiguousarray(a_op.T) if trans_a else a_op
+    b = np.ascontiguousarray(b_op.T) if trans_b else b_op
+    got = acc.gemm(a, b, trans_a, trans_b)
+    assert_close_gemm(got, a_op, b_op)
+    if m * n * k >= acc.NATIVE_MIN_GEMM_WORK:
+        assert acc.last_path() == f"native:sgemm:{isa()}"
+
+
+def test_beta_zero_ignores_nan_in_out(threads):
+    a = RNG.standard_normal((70, 80)).astype(np.float32)
+    b = RNG.standard_normal((80, 90)).astype(np.float32)
+    out = np.full((70, 90), np.nan, np.float32)
+    got = acc.gemm(a, b, out=out)
+    assert got is out
+    assert acc.last_path() == f"native:sgemm:{isa()}"
+    assert_close_gemm(out, a, b)
+
+
+def test_out_with_row_stride_and_non_contiguous_out(threads):
+    a = RNG.standard_normal((64, 96)).astype(np.float32)
+    b = RNG.standard_normal((96, 72)).astype(np.float32)
+    wide = np.full((64, 100), 7.0, np.float32)
+    view = wide[:, 10:82]  # row stride 100 > 72: written in place through ldc
+    assert acc.gemm(a, b, out=view) is view
+    assert_close_gemm(view, a, b)
+    assert np.all(wide[:, :10] == 7.0) and np.all(wide[:, 82:] == 7.0)
+    fortran = np.asfortranarray(np.zeros((64, 72), np.float32))  # not row-major: via a temporary
+    assert acc.gemm(a, b, out=fortran) is fortran
+    assert_close_gemm(fortran, a, b)
+
+
+def test_views_are_passed_without_copies(monkeypatch, threads):
+    """Transposed and row-strided views reach the kernel as flags and leading dimensions."""
+    base_a = RNG.standard_normal((90, 80)).astype(np.float32)
+    base_b = RNG.standard_normal((100, 70)).astype(np.float32)
+    a = base_a.T[:, :85]       # column-major view: passed as transA
+    b = base_b[5:90, :]        # row-major with ld = 70
+    want_a, want_b = a.copy(), b.copy()
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("a contiguous copy was made")
+
+    monkeypatch.setattr(acc.np, "ascontiguousarray", no_copy)
+    got = acc.gemm(a, b)
+    monkeypatch.undo()
+    assert acc.last_path() == f"native:sgemm:{isa()}"
+    assert_close_gemm(got, want_a, want_b)
+
+
+def test_other_strides_are_copied_once(threads):
+    base = RNG.standard_normal((200, 200)).astype(np.float32)
+    a = base[::2, ::3][:50, :44]   # strides (2 rows, 3 columns): neither row- nor column-major
+    b = base[1::3, ::2][:44, :60]
+    assert not (a.flags.c_contiguous or a.flags.f_contiguous or b.flags.c_contiguous)
+    got = acc.gemm(a, b)
+    assert acc.last_path() == f"native:sgemm:{isa()}"
+    assert_close_gemm(got, a, b)
+
+
+@pytest.mark.parametrize("shape_a,shape_b", [
+    ((4, 3, 33, 17), (3, 17, 29)),     # batch broadcast
+    ((1, 40, 64), (6, 64, 50)),        # a shared by every matrix: stride 0
+    ((5, 48, 40), (40, 56)),           # (..., M, K) @ (K, N): rows folded into one GEMM
+    ((2, 6, 9, 70), (1, 70, 80)),
+    ((700,), (3, 700, 90)),            # 1-D promotion
+    ((4, 90, 700), (700,)),
+])
+def test_matmul_batched_and_broadcast(shape_a, shape_b, threads):
+    a = RNG.standard_normal(shape_a).astype(np.float32)
+    b = RNG.standard_normal(shape_b).astype(np.float32)
+    got = acc.matmul(a, b)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    k = shape_a[-1]
+    bound = (k + 4) * 2.0 ** -23 * np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+    assert got.shape == want.shape and got.dtype == np.float32
+    assert np.all(np.abs(got - want) <= bound + 1e-30)
+    assert acc.last_path().startswith("native:sgemm") and acc.last_path().endswith(":" + isa())
+
+
+def test_batched_swapped_views_use_transpose_flags(threads):
+    q = RNG.standard_normal((8, 64, 32)).astype(np.float32)
+    k = RNG.standard_normal((8, 64, 32)).astype(np.float32)
+    got = acc.matmul(q, np.swapaxes(k, -1, -2))  # attention scores, K^T as a flag
+    assert acc.last_path() == f"native:sgemm_strided_batched:{isa()}"
+    want = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_tiny_and_non_float32_stay_on_numpy():
+    a = RNG.standard_normal((4, 5)).astype(np.float32)
+    b = RNG.standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_allclose(acc.gemm(a, b), a @ b, rtol=1e-6)
+    assert acc.last_path() == "numpy"
+    big = RNG.standard_normal((80, 80))
+    for dtype in (np.float64, np.float16):
+        x = big.astype(dtype)
+        got = acc.matmul(x, x)
+        assert got.dtype == dtype and acc.last_path() == "numpy"
+
+
+def test_use_native_false_forces_numpy():
+    a = RNG.standard_normal((80, 80)).astype(np.float32)
+    with acc.use_native(False):
+        acc.gemm(a, a)
+        assert acc.last_path() == "numpy"
+    acc.gemm(a, a)
+    assert acc.last_path() == f"native:sgemm:{isa()}"
+
+
+def test_environment_variable_disables_native():
+    code = ("import numpy as np; from tinytorch.core import acceleration as acc; "
+            "a = np.ones((80, 80), np.float32); acc.gemm(a, a); print(acc.last_path())")
+    env = dict(os.environ, TINYTORCH_DISABLE_NATIVE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "numpy"
+
+
+def test_mismatched_shapes_raise_value_error():
+    a = np.ones((80, 70), np.float32)
+    with pytest.raises(ValueError):
+        acc.gemm(a, a)
+    with pytest.raises(ValueError):
+        acc.matmul(np.ones((2, 80, 70), np.float32), np.ones((3, 70, 80), np.float32))
+
+
+def test_bad_leading_dimension_from_python_names_the_argument():
+    a = np.ones((3, 4), np.float32)
+    c = np.zeros((3, 3), np.float32)
+    f = _native.f32_ptr
+    with pytest.raises(ValueError, match="ldc=2"):
+        _native.check(_native.lib.tt_sgemm(0, 1, 3, 3, 4, 1.0, f(a), 4, f(a), 4, 0.0, f(c), 2))
+    with pytest.raises(ValueError, match="batch=-1"):
+        _native.check(_native.lib.tt_sgemm_strided_batched(0, 0, 3, 3, 4, 1.0, f(a), 4, 0, f(a), 3,
+                                                           0, 0.0, f(c), 3, 9, -1))
