@@ -10,7 +10,8 @@ first-step losses printed side by side must agree.
 Steps are timed one at a time in alternating rounds (machine-load drift hits both), after a
 warm-up; the table shows medians, the p10-p90 range, tokens/s (batch * context / step time) and
 the TinyTorch / PyTorch ratio. Threads: BLAS (threadpoolctl) and torch.set_num_threads get the
-same count (--threads, default all cores). A "NumPy GEMMs only" row times just the float32
+same count, and so does the TinyTorch runtime through tinytorch.set_num_threads (--threads,
+default all cores). A "NumPy GEMMs only" row times just the float32
 matrix products of one step (forward and backward of every projection and attention product):
 the floor any NumPy-backed framework sits on.
 
@@ -192,7 +193,8 @@ def machine_description(threads):
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     lines = [f"- Python {platform.python_version()} on {platform.system()} {platform.release()} ({platform.machine()})",
              f"- NumPy {np.__version__}" + (f", PyTorch {torch.__version__}" if torch else ", PyTorch not installed"),
-             f"- threads: {threads} (BLAS via threadpoolctl" + (" and torch.set_num_threads)" if torch else ")")]
+             f"- threads: {threads} (BLAS via threadpoolctl, tinytorch.set_num_threads"
+             + (", torch.set_num_threads)" if torch else ")")]
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
         for key in ("Model name", "CPU(s)", "L2 cache", "L3 cache", "Flags"):
@@ -215,6 +217,19 @@ def machine_description(threads):
     return lines
 
 
+def set_threads(n):
+    """Same thread count for BLAS, the TinyTorch runtime (OpenMP) and torch."""
+    limiter = threadpool_limits(limits=n) if threadpool_limits else None
+    try:
+        import tinytorch
+        tinytorch.set_num_threads(n)
+    except Exception as exc:  # no runtime: NumPy's BLAS is the only pool
+        print(f"note: tinytorch.set_num_threads unavailable ({exc})")
+    if torch is not None:
+        torch.set_num_threads(n)
+    return limiter
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -223,9 +238,7 @@ def main():
     parser.add_argument("--out", default=os.path.join(HERE, "results", "bench_gpt.md"))
     args = parser.parse_args()
 
-    limiter = threadpool_limits(limits=args.threads) if threadpool_limits else None
-    if torch is not None:
-        torch.set_num_threads(args.threads)
+    limiter = set_threads(args.threads)
     rng = np.random.default_rng(0)
     t = CONFIG["max_seq_len"]
     x = rng.integers(0, CONFIG["vocab_size"], size=(BATCH, t)).astype(np.int64)

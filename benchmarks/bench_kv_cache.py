@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-from bench_gpt import CONFIG, build_torch_gpt, machine_description, threadpool_limits, torch  # noqa: E402
+from bench_gpt import CONFIG, build_torch_gpt, machine_description, set_threads, torch  # noqa: E402
 from tinytorch.core import random as tt_random  # noqa: E402
 from tinytorch.core.transformers import GPT  # noqa: E402
 
@@ -54,9 +54,7 @@ def main():
     if PROMPT + args.new > CONFIG["max_seq_len"]:
         raise SystemExit(f"--new must be at most {CONFIG['max_seq_len'] - PROMPT} so the window never slides")
 
-    limiter = threadpool_limits(limits=args.threads) if threadpool_limits else None
-    if torch is not None:
-        torch.set_num_threads(args.threads)
+    limiter = set_threads(args.threads)
     tt_random.manual_seed(0)
     model = GPT(**CONFIG)
     model.eval()

@@ -32,6 +32,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
+import tinytorch  # noqa: E402
+from tinytorch.core import acceleration  # noqa: E402
 from tinytorch.core import random as tt_random  # noqa: E402
 from tinytorch.core.activations import ReLU  # noqa: E402
 from tinytorch.core.layers import Flatten, Linear, Sequential  # noqa: E402
@@ -159,16 +161,39 @@ def machine_description(threads):
     return lines
 
 
-def run_workloads(threads, steps, rounds):
+def numpy_backend(step):
+    """The same step with the native kernels switched off (acceleration's NumPy path)."""
+    use_native = getattr(acceleration, "use_native", None)
+    if use_native is None:
+        return step
+
+    def run():
+        with use_native(False):
+            return step()
+    return run
+
+
+def native_kernels_available():
+    return bool(getattr(acceleration, "native_available", lambda: False)())
+
+
+def run_workloads(threads, steps, rounds, paths):
     rows = []
     with (threadpool_limits(limits=threads) if threadpool_limits else _nullcontext()):
         if torch is not None:
             torch.set_num_threads(threads)
+        if hasattr(tinytorch, "set_num_threads"):
+            tinytorch.set_num_threads(threads)  # the native runtime's OpenMP threads
         rng = np.random.default_rng(0)
         for kind in ("mlp", "cnn"):
             x, y = data(kind, rng)
             model, ours = tinytorch_step_fn(kind, x, y)
-            fns = {"TinyTorch": ours}
+            fns = {"TinyTorch (NumPy backend)": numpy_backend(ours)}
+            if native_kernels_available():
+                _, native_step = tinytorch_step_fn(kind, x, y)
+                native_step()
+                paths[kind] = acceleration.last_path()
+                fns["TinyTorch (native kernels)"] = native_step
             if torch is not None:
                 fns["PyTorch"] = torch_step_fn(kind, model, x, y)
             if kind == "mlp":
@@ -202,9 +227,9 @@ def main():
     if not thread_counts or min(thread_counts) < 1:
         parser.error(f"--threads needs positive integers, got {args.threads!r}")
 
-    rows = []
+    rows, paths = [], {}
     for threads in thread_counts:
-        rows += run_workloads(threads, args.steps, args.rounds)
+        rows += run_workloads(threads, args.steps, args.rounds, paths)
 
     header = "| workload | threads | implementation | median ms/step | p10-p90 ms | vs PyTorch |"
     table = [header, "|---|---:|---|---:|---:|---:|"]
@@ -222,7 +247,10 @@ def main():
         f.write("MLP 784-256-128-10 (ReLU) and a small CNN (conv 1->8 3x3, pool, conv 8->16 3x3, pool, linear "
                 "784->10) on 1x28x28, batch 64, Adam, cross-entropy. A step is zero_grad + forward + loss + "
                 "backward + Adam step; ratios are TinyTorch / PyTorch medians from the same run and thread "
-                "count. \"NumPy GEMMs only\" is the floor: just the MLP step's matrix products.\n\n")
+                "count. \"NumPy backend\" runs every matmul through acceleration's NumPy path; \"native kernels\" lets "
+                "acceleration route them to libtinytorch (last kernel path seen: "
+                f"{paths or 'library not available'}). \"NumPy GEMMs only\" is the floor: just the MLP step's "
+                "matrix products in plain NumPy.\n\n")
         f.write("\n".join(table) + "\n\nMachine:\n\n" + "\n".join(machine_description(thread_counts)) + "\n")
     print(f"wrote {args.out}")
 

@@ -7,6 +7,8 @@ library: kernels then fall back to NumPy and `tinytorch info` says why.
 
 Top-level names are loaded lazily, so `import tinytorch` stays cheap:
     Tensor, Function, no_grad, manual_seed      the core contracts
+    GPT, MultiHeadAttention, Embedding, ...     common building blocks (see _LAZY)
+    Profiler, precise_timer, MLPerf             measurement
     set_num_threads, get_num_threads            kernel threads
 """
 from __future__ import annotations
@@ -28,6 +30,19 @@ _LAZY = {
     "manual_seed": "tinytorch.core.random",
     "get_rng_state": "tinytorch.core.random",
     "set_rng_state": "tinytorch.core.random",
+    "GPT": "tinytorch.core.transformers",
+    "TransformerBlock": "tinytorch.core.transformers",
+    "LayerNorm": "tinytorch.core.transformers",
+    "MultiHeadAttention": "tinytorch.core.attention",
+    "scaled_dot_product_attention": "tinytorch.core.attention",
+    "Embedding": "tinytorch.core.embeddings",
+    "Tokenizer": "tinytorch.core.tokenization",
+    "CharTokenizer": "tinytorch.core.tokenization",
+    "BPETokenizer": "tinytorch.core.tokenization",
+    "KVCache": "tinytorch.core.kv_cache",
+    "Profiler": "tinytorch.perf.profiling",
+    "precise_timer": "tinytorch.perf.benchmarking",
+    "MLPerf": "tinytorch.perf.benchmarking",
 }
 
 

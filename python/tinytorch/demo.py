@@ -34,7 +34,8 @@ def run_demo(epochs: int = 3, quiet: bool = False, seed: int = 0) -> int:
     test_x, test_y = x[split:], y[split:]
 
     model = Sequential(Linear(64, 128), GELU(), Linear(128, 10))
-    trainer = Trainer(model, Adam(model.parameters(), lr=3e-3), CrossEntropyLoss(), quiet=quiet)
+    trainer = Trainer(model, Adam(model.parameters(), lr=3e-3), CrossEntropyLoss(),
+                      progress=False if quiet else None)
     backend = f"native {native.info()['isa_active']}" if native.available() else "NumPy fallback"
     print(f"demo: MLP 64-128-10 on {split} digits images, {epochs} epochs, kernels: {backend}")
     for epoch in range(1, epochs + 1):

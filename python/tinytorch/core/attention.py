@@ -34,7 +34,7 @@ import numpy as np
 
 from . import acceleration as _acc
 from .autograd import Function
-from .layers import Dropout, Layer, Linear
+from .layers import Layer, Linear
 from .random import get_generator
 from .tensor import Tensor
 

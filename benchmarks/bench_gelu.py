@@ -1,0 +1,213 @@
+"""bench_gelu.py -- fused bias + GELU (tanh): tinytorch's kernel against the anchors, same run.
+
+    PYTHONPATH=python python benchmarks/bench_gelu.py            # full run (~5 min)
+    PYTHONPATH=python python benchmarks/bench_gelu.py --quick    # a smoke run
+
+Measures y = gelu_tanh(x + bias) for x of shape rows x cols (float32), in milliseconds:
+  * tinytorch fused   the native kernel of the active ISA into a preallocated y (the kernel),
+                      and simd_fused_bias_gelu(x, b) with a fresh output (what a caller pays);
+  * tinytorch scalar  the same fused loop on the portable scalar ISA;
+  * PyTorch           torch.nn.functional.gelu(x + b, approximate="tanh") (eager; when installed);
+  * NumPy unfused     the textbook expression 0.5 u (1 + tanh(sqrt(2/pi)(u + 0.044715 u^3)));
+  * copy              np.copyto of the same bytes (read x, write y): the memory floor;
+and the backward (grad_x and grad_bias) of tinytorch against PyTorch's gelu_backward kernel
+plus its bias sum, and NumPy. A pure-Python loop is timed on a small input (per element).
+Contenders run in interleaved rounds (medians); the whole measurement repeats (--runs).
+
+Targets checked in the report (not asserted): fused >= 3x faster than PyTorch and >= 6x
+faster than unfused NumPy at 4096 x 768 on one thread; within 1.5x of the copy time at
+16384 x 4096. Writes benchmarks/results/bench_gelu.md and bench_gelu.png.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+
+import numpy as np
+
+import _common as C
+
+from tinytorch import native  # noqa: E402
+from tinytorch.extensions.simd_ops import simd_fused_bias_gelu  # noqa: E402
+
+S = math.sqrt(2.0 / math.pi)
+
+
+def numpy_unfused(x, b):
+    u = x + b
+    return 0.5 * u * (1.0 + np.tanh(S * (u + 0.044715 * u * u * u)))
+
+
+def numpy_unfused_backward(x, b, g):
+    u = x + b
+    t = np.tanh(S * (u + 0.044715 * u * u * u))
+    gx = g * (0.5 * (1 + t) + 0.5 * u * (1 - t * t) * S * (1 + 3 * 0.044715 * u * u))
+    return gx, gx.sum(axis=0)
+
+
+def python_loop_ns_per_element(n: int = 20000) -> float:
+    xs = np.random.default_rng(0).standard_normal(n).tolist()
+    t0 = time.perf_counter()
+    out = [0.5 * u * (1.0 + math.tanh(S * (u + 0.044715 * u * u * u))) for u in xs]
+    assert len(out) == n
+    return (time.perf_counter() - t0) / n * 1e9
+
+
+def run_shapes(kernels, shapes, threads, rounds, with_scalar) -> dict:
+    results = {}
+    rng = np.random.default_rng(0)
+    for nt in threads:
+        with C.Threads(nt):
+            for rows, cols in shapes:
+                x = rng.standard_normal((rows, cols), dtype=np.float32)
+                b = rng.standard_normal(cols, dtype=np.float32)
+                g = rng.standard_normal((rows, cols), dtype=np.float32)
+                y = np.empty_like(x)
+                gx = np.empty_like(x)
+                gb = np.empty(cols, np.float32)
+                fwd = lambda: kernels.gelu_forward(x.ctypes.data, b.ctypes.data, y.ctypes.data, rows, cols)  # noqa: E731
+                bwd = lambda: kernels.gelu_backward(x.ctypes.data, b.ctypes.data, g.ctypes.data,  # noqa: E731
+                                                    gx.ctypes.data, gb.ctypes.data, rows, cols)
+                big = rows * cols >= 2 ** 24
+                contenders = {"fused": fwd, "fused_fresh": lambda: simd_fused_bias_gelu(x, b),
+                              "copy": lambda: np.copyto(y, x),
+                              "numpy": lambda: numpy_unfused(x, b),
+                              "backward": bwd,
+                              "numpy_backward": lambda: numpy_unfused_backward(x, b, g)}
+                if C.torch is not None:
+                    tx, tb, tg = C.torch.from_numpy(x), C.torch.from_numpy(b), C.torch.from_numpy(g)
+                    F = C.torch.nn.functional
+                    contenders["torch"] = lambda: F.gelu(tx + tb, approximate="tanh")
+                    contenders["torch_backward"] = lambda: (
+                        C.torch.ops.aten.gelu_backward(tg, tx + tb, approximate="tanh").sum(0))
+                r = max(3, rounds // 3) if big else rounds
+                secs = C.measure_rounds(contenders, r, min_time=0.0 if big else 0.2)
+                if with_scalar and nt == 1:
+                    active = native.isa()
+                    try:
+                        native.set_isa("scalar")
+                        secs["fused_scalar"] = C.measure_rounds({"s": fwd}, max(3, r // 2))["s"]
+                    finally:
+                        native.set_isa(active)
+                results[(nt, rows, cols)] = {k: v * 1e3 for k, v in secs.items()}
+                row = results[(nt, rows, cols)]
+                print(f"  threads={nt} {rows}x{cols}: fused {row['fused']:.2f} ms  copy {row['copy']:.2f}"
+                      f"  numpy {row['numpy']:.1f}" + (f"  torch {row['torch']:.2f}" if "torch" in row else ""),
+                      flush=True)
+    return results
+
+
+def plot(all_runs, shapes, threads, path_png):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(threads), figsize=(6 * len(threads), 4.5), squeeze=False)
+    sizes = [r * c for r, c in shapes]
+    labels = {"fused": "tinytorch fused (into y)", "fused_fresh": "tinytorch fused (fresh y)",
+              "fused_scalar": "tinytorch fused, scalar ISA", "torch": "PyTorch gelu(x + b)",
+              "numpy": "NumPy unfused", "copy": "copy of the same bytes"}
+    for ax, nt in zip(axes[0], threads):
+        for name, style in [("fused", "o-"), ("fused_fresh", "x-"), ("fused_scalar", "d-."),
+                            ("torch", "^:"), ("numpy", "s--"), ("copy", "k-")]:
+            if name not in all_runs[0][(nt,) + shapes[0]]:
+                continue
+            ys = [np.median([run[(nt,) + s][name] for run in all_runs]) for s in shapes]
+            ax.plot(sizes, ys, style, label=labels[name])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([f"{r}x{c}" for r, c in shapes], rotation=30, fontsize=8)
+        ax.set_xlabel("x shape (float32)")
+        ax.set_ylabel("ms (median)")
+        ax.set_title(f"bias + GELU forward, {nt} thread{'s' if nt > 1 else ''}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path_png, dpi=110)
+    plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, nargs="*", default=[1, 2])
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=C.RESULTS)
+    args = ap.parse_args()
+    shapes = [(1024, 768), (4096, 768), (4096, 3072), (16384, 4096)]
+    if args.quick:
+        shapes, args.rounds, args.runs = [(256, 768), (4096, 768)], 3, 1
+    kernels, _ = C.require_native()
+    os.makedirs(args.out, exist_ok=True)
+    print("machine:\n" + "\n".join(C.machine_lines()))
+    bandwidth = C.copy_bandwidth(64 * 2 ** 20 if args.quick else 381 * 2 ** 20)
+    print(f"copy bandwidth: {bandwidth:.1f} GB/s")
+    py_ns = python_loop_ns_per_element(2000 if args.quick else 20000)
+    all_runs = [run_shapes(kernels, shapes, args.threads, args.rounds, with_scalar=(run == 0))
+                for run in range(args.runs)]
+
+    def med(nt, shape, key):
+        vals = [run[(nt,) + shape][key] for run in all_runs if key in run[(nt,) + shape]]
+        return float(np.median(vals)) if vals else float("nan")
+
+    def spread(nt, shape, a, b):
+        rs = [run[(nt,) + shape][b] / run[(nt,) + shape][a] for run in all_runs if b in run[(nt,) + shape]]
+        return f"{np.median(rs):.1f}x ({min(rs):.1f}-{max(rs):.1f})" if rs else "n/a"
+
+    lines = ["# Fused bias + GELU (tanh) benchmark (float32)", "",
+             "Command: `PYTHONPATH=python python benchmarks/bench_gelu.py"
+             + (" --quick" if args.quick else "") + "`", "", "Machine:", ""]
+    lines += C.machine_lines()
+    lines += [f"- copy bandwidth (np.copyto, 381 MiB, read + write bytes, 1 thread): {bandwidth:.1f} GB/s",
+              f"- pure-Python loop (math.tanh per element): {py_ns:.0f} ns per element", "",
+              f"Milliseconds, medians over interleaved rounds; {args.runs} full run(s), the "
+              "table shows the median of the runs; speedups give the range across runs.", ""]
+    for nt in args.threads:
+        rows = []
+        for shape in shapes:
+            n = shape[0] * shape[1]
+            fused = med(nt, shape, "fused")
+            rows.append([f"{shape[0]}x{shape[1]}", fused, med(nt, shape, "fused_fresh"),
+                         med(nt, shape, "fused_scalar") if nt == 1 else "", med(nt, shape, "torch"),
+                         med(nt, shape, "numpy"), med(nt, shape, "copy"),
+                         f"{8 * n / fused / 1e6:.1f}",
+                         spread(nt, shape, "fused", "torch"), spread(nt, shape, "fused", "numpy"),
+                         f"{fused / med(nt, shape, 'copy'):.2f}x"])
+        lines += [f"## Forward, {nt} thread{'s' if nt > 1 else ''}", ""]
+        lines += C.table(["shape", "fused", "fused (fresh y)", "fused, scalar ISA", "PyTorch",
+                          "NumPy unfused", "copy", "fused GB/s", "speedup vs PyTorch",
+                          "speedup vs NumPy", "fused / copy"], rows)
+        lines.append("")
+        rows = []
+        for shape in shapes:
+            rows.append([f"{shape[0]}x{shape[1]}", med(nt, shape, "backward"),
+                         med(nt, shape, "torch_backward"), med(nt, shape, "numpy_backward"),
+                         spread(nt, shape, "backward", "torch_backward"),
+                         spread(nt, shape, "backward", "numpy_backward")])
+        lines += [f"## Backward (grad_x and grad_bias), {nt} thread{'s' if nt > 1 else ''}", ""]
+        lines += C.table(["shape", "tinytorch fused", "PyTorch gelu_backward + sum",
+                          "NumPy unfused", "speedup vs PyTorch", "speedup vs NumPy"], rows)
+        lines.append("")
+    if (1,) + (4096, 768) in all_runs[0]:
+        s = (4096, 768)
+        lines += ["## Targets (1 thread)", "",
+                  f"- 4096x768: fused {med(1, s, 'fused'):.2f} ms; vs PyTorch {spread(1, s, 'fused', 'torch')} "
+                  f"(target >= 3x); vs NumPy unfused {spread(1, s, 'fused', 'numpy')} (target >= 6x)"]
+        if (1, 16384, 4096) in all_runs[0]:
+            big = (16384, 4096)
+            lines.append(f"- 16384x4096: fused / copy = {med(1, big, 'fused') / med(1, big, 'copy'):.2f} "
+                         "(target <= 1.5)")
+        lines.append("")
+    lines += ["![ms vs size](bench_gelu.png)", ""]
+    md = os.path.join(args.out, "bench_gelu.md")
+    with open(md, "w") as f:
+        f.write("\n".join(lines))
+    plot(all_runs, shapes, args.threads, os.path.join(args.out, "bench_gelu.png"))
+    print("\n".join(lines))
+    print(f"wrote {md}")
+
+
+if __name__ == "__main__":
+    main()
