@@ -36,7 +36,6 @@ import numpy as np  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 
-import tinytorch  # noqa: E402
 from tinytorch import native  # noqa: E402
 from tinytorch.core import random as tt_random  # noqa: E402
 from tinytorch.core.autograd import no_grad  # noqa: E402

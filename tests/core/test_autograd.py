@@ -225,6 +225,12 @@ def test_gradcheck_passes_and_catches_a_wrong_backward(rng):
         gradcheck(lambda t: Wrong.apply(t), x)
     assert gradcheck(lambda t: Wrong.apply(t), x, raise_exception=False) is False
 
+    class NaNGrad(Good):
+        def backward(self, g):
+            return g * np.nan
+
+    assert gradcheck(lambda t: NaNGrad.apply(t), x, raise_exception=False) is False
+
 
 def test_gradcheck_only_checks_requires_grad_inputs(rng):
     a = Tensor(rng.standard_normal((2, 3)), requires_grad=True)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from parity import assert_close, check_parity
+from parity import check_parity
 from tinytorch.core import acceleration
 from tinytorch.core import random as tt_random
 from tinytorch.core.activations import (GELU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh, erf, gelu,

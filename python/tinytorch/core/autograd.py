@@ -344,7 +344,7 @@ def gradcheck(fn, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 
             minus = float(np.sum(evaluate() * w))
             flat[k] = orig
             numeric.reshape(-1)[k] = (plus - minus) / (2 * eps)
-        bad = np.abs(analytic - numeric) > atol + rtol * np.abs(numeric)
+        bad = ~(np.abs(analytic - numeric) <= atol + rtol * np.abs(numeric))  # NaN fails too
         if bad.any():
             k = int(np.flatnonzero(bad.reshape(-1))[0])
             idx = np.unravel_index(k, v.shape)
