@@ -146,7 +146,7 @@ def time_steps(fns, steps, rounds, warmup=10):
 def machine_description(threads):
     lines = [f"- Python {platform.python_version()} on {platform.system()} {platform.release()} ({platform.machine()})",
              f"- NumPy {np.__version__}" + (f", PyTorch {torch.__version__}" if torch else ", PyTorch not installed"),
-             f"- thread counts: {threads} (BLAS via threadpoolctl" + (" and torch.set_num_threads)" if torch else ")")]
+             f"- thread counts: {', '.join(map(str, threads))} (BLAS via threadpoolctl" + (" and torch.set_num_threads)" if torch else ")")]
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
         for key in ("Model name", "CPU(s)", "Thread(s) per core", "L2 cache", "L3 cache", "Flags"):
@@ -249,7 +249,7 @@ def main():
                 "backward + Adam step; ratios are TinyTorch / PyTorch medians from the same run and thread "
                 "count. \"NumPy backend\" runs every matmul through acceleration's NumPy path; \"native kernels\" lets "
                 "acceleration route them to libtinytorch (last kernel path seen: "
-                f"{paths or 'library not available'}). \"NumPy GEMMs only\" is the floor: just the MLP step's "
+                f"{', '.join(f'{k.upper()}: {v}' for k, v in paths.items()) or 'library not available'}). \"NumPy GEMMs only\" is the floor: just the MLP step's "
                 "matrix products in plain NumPy.\n\n")
         f.write("\n".join(table) + "\n\nMachine:\n\n" + "\n".join(machine_description(thread_counts)) + "\n")
     print(f"wrote {args.out}")

@@ -3,16 +3,10 @@
  *
  * Compiled with -mavx512f (+vl/bw/dq); called only when the CPU and OS support zmm
  * state. It is bias_gelu_avx2.cpp widened to 16 lanes, with mask registers in place of
- * vector blends and compare masks; the arithmetic is the same step for step. The
+ * vector blends and compare masks; the arithmetic is the same step for step (see that
+ * file for the exp evaluation and why the forward and backward differ in shape). The
  * formula and edge rules are in bias_gelu_kernels.h. The last cols % 16 columns use
  * masked loads and stores with the same arithmetic.
- *
- * exp(t) for t = -|z| in [-inf, 0]: t is clamped to [-104, 0] (below -104, exp is 0 in
- * float), split as t = n ln2 + f with |f| <= ln2/2 (Cody-Waite, two-part ln2),
- * exp(f) = 1 + f + f^2 P(f) with a degree-5 minimax P (relative error ~1e-7), and 2^n
- * applied as 2^(n/2) twice so results down to the float denormals come out right
- * without integer exponent overflow.
- * A NaN t stays NaN (the clamp keeps NaN), so NaN inputs propagate.
  */
 /* GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_* is a self-initialised
  * value); the warning is about the header, not this code. */
@@ -28,15 +22,17 @@ namespace {
 struct Consts {
     __m512 a = _mm512_set1_ps(tt::kGeluA);
     __m512 b = _mm512_set1_ps(tt::kGeluB);
+    __m512 neg_a = _mm512_set1_ps(-tt::kGeluA);
+    __m512 neg_b = _mm512_set1_ps(-tt::kGeluB);
     __m512 b3 = _mm512_set1_ps(tt::kGeluB3);
     __m512 one = _mm512_set1_ps(1.0f);
     __m512 zero = _mm512_setzero_ps();
     __m512 sign = _mm512_set1_ps(-0.0f);
-    __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
+    __m512 lowest = _mm512_set1_ps(-3.40282347e38f);
     __m512 exp_lo = _mm512_set1_ps(-104.0f);
+    __m512 exp_hi = _mm512_set1_ps(104.0f);
     __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-    __m512 ln2_hi = _mm512_set1_ps(0.693359375f);
-    __m512 ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+    __m512 ln2 = _mm512_set1_ps(0.693147180559945309f);
     /* exp(f) ~ 1 + f + f^2 P(f) on |f| <= ln2/2, minimax P of degree 5. */
     __m512 p0 = _mm512_set1_ps(1.9875691500e-4f);
     __m512 p1 = _mm512_set1_ps(1.3981999507e-3f);
@@ -47,55 +43,51 @@ struct Consts {
     __m512i bias127 = _mm512_set1_epi32(127);
 };
 
-/* exp(t) for t <= 0 (see the file comment). */
-inline __m512 exp_nonpositive(__m512 t, const Consts &k) {
-    t = _mm512_max_ps(k.exp_lo, t); /* max(lo, NaN) = NaN: NaN survives */
+/* exp(t) for t in [-104, 104] (callers clamp; NaN passes through as NaN). Below -104 the
+ * float result is 0, above 88.7 it is inf, both produced by the split 2^n scaling. */
+inline __m512 exp_core(__m512 t, const Consts &k) {
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, k.log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 f = _mm512_fnmadd_ps(n, k.ln2_hi, t);
-    f = _mm512_fnmadd_ps(n, k.ln2_lo, f);
-    __m512 p = _mm512_fmadd_ps(k.p0, f, k.p1);
-    p = _mm512_fmadd_ps(p, f, k.p2);
-    p = _mm512_fmadd_ps(p, f, k.p3);
-    p = _mm512_fmadd_ps(p, f, k.p4);
-    p = _mm512_fmadd_ps(p, f, k.p5);
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(f, f), _mm512_add_ps(f, k.one)); /* 1 + f + f^2 P(f) */
-    const __m512i ni = _mm512_cvtps_epi32(n);                            /* in [-150, 0] */
+    /* One-constant reduction: the float ln2 is off by ~2e-9, so for |n| <= 150 the error in
+     * f is ~3e-7 absolute, below the ~|t| 6e-8 that rounding of t itself already carries. */
+    const __m512 f = _mm512_fnmadd_ps(n, k.ln2, t);
+    /* P(f) by Estrin's scheme: half the dependent FMAs of Horner's. */
+    const __m512 f2 = _mm512_mul_ps(f, f);
+    const __m512 p01 = _mm512_fmadd_ps(k.p0, f, k.p1);
+    const __m512 p23 = _mm512_fmadd_ps(k.p2, f, k.p3);
+    const __m512 p45 = _mm512_fmadd_ps(k.p4, f, k.p5);
+    const __m512 p = _mm512_fmadd_ps(_mm512_fmadd_ps(p01, f2, p23), f2, p45);
+    const __m512 e = _mm512_fmadd_ps(p, f2, _mm512_add_ps(f, k.one)); /* 1 + f + f^2 P(f) */
+    const __m512i ni = _mm512_cvtps_epi32(n);                        /* in [-150, 150] */
     const __m512i n1 = _mm512_srai_epi32(ni, 1);
     const __m512i n2 = _mm512_sub_epi32(ni, n1);
     const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, k.bias127), 23));
     const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, k.bias127), 23));
-    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+    return _mm512_mul_ps(_mm512_mul_ps(e, s1), s2);
 }
 
-struct Sigmoid {
-    __m512 z, e, r, s; /* z, exp(-|z|), 1/(1+e), sigmoid(z) */
-};
-
-inline Sigmoid sigmoid_of(__m512 u, const Consts &k) {
-    Sigmoid q;
-    q.z = _mm512_mul_ps(u, _mm512_fmadd_ps(k.b, _mm512_mul_ps(u, u), k.a));
-    q.e = exp_nonpositive(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(q.z), _mm512_castps_si512(k.sign))), k); /* -|z| */
-    q.r = _mm512_div_ps(k.one, _mm512_add_ps(k.one, q.e));
-    const __mmask16 neg = _mm512_cmp_ps_mask(q.z, k.zero, _CMP_LT_OQ);
-    q.s = _mm512_mask_mul_ps(q.r, neg, q.e, q.r);
-    return q;
-}
-
+/* Forward: y = u / (1 + exp(-z)). exp(-z) may be huge or inf (u very negative): then the
+ * quotient is 0 and y = -0, which is the limit; no branch or blend is needed. u = -inf is
+ * first raised to the lowest finite float so that y = -FLT_MAX * 0 = -0 rather than NaN
+ * (max(lowest, NaN) keeps NaN, so NaN still propagates). */
 inline __m512 gelu(__m512 u, const Consts &k) {
-    const Sigmoid q = sigmoid_of(u, k);
-    const __m512 y = _mm512_mul_ps(u, q.s);
-    /* u = -inf: the limit -0, not -inf * 0 = NaN. */
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(u, k.neg_inf, _CMP_EQ_OQ), y, k.sign);
+    u = _mm512_max_ps(k.lowest, u);
+    const __m512 neg_z = _mm512_mul_ps(u, _mm512_fmadd_ps(k.neg_b, _mm512_mul_ps(u, u), k.neg_a));
+    const __m512 t = _mm512_min_ps(k.exp_hi, _mm512_max_ps(k.exp_lo, neg_z)); /* NaN kept */
+    return _mm512_div_ps(u, _mm512_add_ps(k.one, exp_core(t, k)));
 }
 
+/* Backward needs s (1 - s) too, so it uses e = exp(-|z|) in [0, 1] (symmetric, no inf):
+ *   s = 1/(1+e) for z >= 0, e/(1+e) otherwise;  s (1 - s) = e / (1+e)^2. */
 inline __m512 gelu_grad(__m512 u, const Consts &k) {
-    const Sigmoid q = sigmoid_of(u, k);
+    const __m512 z = _mm512_mul_ps(u, _mm512_fmadd_ps(k.b, _mm512_mul_ps(u, u), k.a));
+    const __m512 e = exp_core(_mm512_max_ps(k.exp_lo, _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(z), _mm512_castps_si512(k.sign)))), k); /* exp(-|z|) */
+    const __m512 r = _mm512_div_ps(k.one, _mm512_add_ps(k.one, e));
+    const __m512 s = _mm512_mask_mul_ps(r, _mm512_cmp_ps_mask(z, k.zero, _CMP_LT_OQ), e, r);
     const __m512 dz = _mm512_fmadd_ps(k.b3, _mm512_mul_ps(u, u), k.a);
-    const __m512 s1s = _mm512_mul_ps(q.e, _mm512_mul_ps(q.r, q.r)); /* s (1 - s) */
-    __m512 slope = _mm512_mul_ps(_mm512_mul_ps(u, dz), s1s);
+    __m512 slope = _mm512_mul_ps(_mm512_mul_ps(u, dz), _mm512_mul_ps(e, _mm512_mul_ps(r, r)));
     /* e == 0: the slope term is exactly 0 (it would be inf * 0 for huge |u|). */
-    slope = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(q.e, k.zero, _CMP_NEQ_UQ), slope);
-    return _mm512_add_ps(q.s, slope);
+    slope = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(e, k.zero, _CMP_NEQ_UQ), slope);
+    return _mm512_add_ps(s, slope);
 }
 
 inline __mmask16 tail_mask(int64_t n) { /* lanes [0, n) set, 0 < n < 16 */
@@ -106,6 +98,15 @@ template <bool kHasBias>
 void forward_row(const float *x, const float *bias, float *y, int64_t cols) {
     const Consts k;
     int64_t j = 0;
+    for (; j + 32 <= cols; j += 32) { /* two independent chains per iteration */
+        __m512 u0 = _mm512_loadu_ps(x + j), u1 = _mm512_loadu_ps(x + j + 16);
+        if (kHasBias) {
+            u0 = _mm512_add_ps(u0, _mm512_loadu_ps(bias + j));
+            u1 = _mm512_add_ps(u1, _mm512_loadu_ps(bias + j + 16));
+        }
+        _mm512_storeu_ps(y + j, gelu(u0, k));
+        _mm512_storeu_ps(y + j + 16, gelu(u1, k));
+    }
     for (; j + 16 <= cols; j += 16) {
         __m512 u = _mm512_loadu_ps(x + j);
         if (kHasBias) u = _mm512_add_ps(u, _mm512_loadu_ps(bias + j));

@@ -351,13 +351,22 @@ void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *p
             for (int64_t ic = m_begin; ic < m_end; ic += b.mc) {
                 const int64_t mlen = std::min(b.mc, m_end - ic);
                 pack_a(g, uk, ic, mlen, pc, klen, packed_a);
+                const int64_t a_panels = ceil_div(mlen, mr);
                 for (int64_t q = q_begin; q < q_end; ++q) {
                     const int64_t jr = q * nr;
                     const int cols = (int)std::min<int64_t>(nr, nlen - jr);
                     const float *bp = packed_b + jr * klen;
-                    for (int64_t ir = 0; ir < mlen; ir += mr) {
+                    /* The next B sliver usually sits in L3: pull it toward the cache a slice
+                     * per A panel, so the first micro-kernel of the next jr does not stall. */
+                    const char *next_b = reinterpret_cast<const char *>(bp + (int64_t)nr * klen);
+                    const int64_t next_lines = (q + 1 < q_end) ? (int64_t)nr * klen * 4 / 64 : 0;
+                    const int64_t lines_per_panel = ceil_div(next_lines, a_panels);
+                    for (int64_t ir = 0, panel = 0; ir < mlen; ir += mr, ++panel) {
                         const int rows = (int)std::min<int64_t>(mr, mlen - ir);
                         const float *ap = packed_a + ir * klen;
+                        for (int64_t l = panel * lines_per_panel;
+                             l < std::min(next_lines, (panel + 1) * lines_per_panel); ++l)
+                            __builtin_prefetch(next_b + l * 64, 0, 2);
                         float *c = g.C + (ic + ir) * g.ldc + jc + jr;
                         if (rows == mr && cols == nr) {
                             uk.fn(klen, ap, bp, c, g.ldc, g.alpha, beta);

@@ -156,7 +156,7 @@ static void check_many(const char *label, gemm_fn fn, int small_sizes, int big, 
             static const int64_t shapes[][3] = {
                 {127, 127, 127}, {513, 33, 127}, {33, 513, 7}, {127, 1, 513}, {1, 513, 127},
                 {101, 103, 107}, {2000, 3, 17}, {3, 2000, 17}, {257, 129, 1}, {65, 70, 600},
-                {7, 9, 20000},   {97, 130, 260}};
+                {7, 9, 20000},   {97, 130, 260}, {5, 3000, 40}};
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
                 /* the threaded pass only needs shapes above the parallel threshold */
                 if (threaded && shapes[s][0] * shapes[s][1] * shapes[s][2] < 64 * 64 * 64) continue;
