@@ -2,7 +2,8 @@
  * bias_gelu_neon.cpp -- fused bias + GELU row kernels for AArch64 NEON (TT_ISA_NEON).
  *
  * bias_gelu_avx2.cpp on 4-lane q registers, step for step (same exp range reduction,
- * polynomial and split 2^n scaling; same edge rules from bias_gelu_kernels.h). The last
+ * polynomial and split 2^n scaling, same forward/backward shapes; same edge rules from
+ * bias_gelu_kernels.h). The last
  * cols % 4 columns are copied into a zero-padded 4-lane buffer and run through the same
  * vector code, so every column gets identical arithmetic.
  */
@@ -13,49 +14,44 @@
 
 namespace {
 
-inline float32x4_t exp_nonpositive(float32x4_t t) {
-    t = vmaxq_f32(t, vdupq_n_f32(-104.0f)); /* FMAX returns NaN for a NaN input */
+/* exp(t) for t in [-104, 104] (callers clamp; NaN stays NaN): one-constant range
+ * reduction, Estrin evaluation of the minimax P, split 2^n scaling (0 and inf at the ends). */
+inline float32x4_t exp_core(float32x4_t t) {
     const float32x4_t n = vrndnq_f32(vmulq_n_f32(t, 1.44269504088896341f));
-    float32x4_t f = vfmsq_f32(t, n, vdupq_n_f32(0.693359375f));
-    f = vfmsq_f32(f, n, vdupq_n_f32(-2.12194440e-4f));
-    float32x4_t p = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), vdupq_n_f32(1.9875691500e-4f), f);
-    p = vfmaq_f32(vdupq_n_f32(8.3334519073e-3f), p, f);
-    p = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), p, f);
-    p = vfmaq_f32(vdupq_n_f32(1.6666665459e-1f), p, f);
-    p = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), p, f);
-    p = vfmaq_f32(vaddq_f32(f, vdupq_n_f32(1.0f)), p, vmulq_f32(f, f));
-    const int32x4_t ni = vcvtq_s32_f32(n); /* in [-150, 0] */
+    const float32x4_t f = vfmsq_f32(t, n, vdupq_n_f32(0.693147180559945309f));
+    const float32x4_t f2 = vmulq_f32(f, f);
+    const float32x4_t p01 = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), vdupq_n_f32(1.9875691500e-4f), f);
+    const float32x4_t p23 = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), vdupq_n_f32(8.3334519073e-3f), f);
+    const float32x4_t p45 = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), vdupq_n_f32(1.6666665459e-1f), f);
+    const float32x4_t p = vfmaq_f32(p45, vfmaq_f32(p23, p01, f2), f2);
+    const float32x4_t e = vfmaq_f32(vaddq_f32(f, vdupq_n_f32(1.0f)), p, f2);
+    const int32x4_t ni = vcvtq_s32_f32(n); /* in [-150, 150] */
     const int32x4_t n1 = vshrq_n_s32(ni, 1);
     const int32x4_t n2 = vsubq_s32(ni, n1);
     const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
     const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
-    return vmulq_f32(vmulq_f32(p, s1), s2);
+    return vmulq_f32(vmulq_f32(e, s1), s2);
 }
 
-struct Sigmoid {
-    float32x4_t z, e, r, s;
-};
-
-inline Sigmoid sigmoid_of(float32x4_t u) {
-    Sigmoid q;
-    q.z = vmulq_f32(u, vfmaq_f32(vdupq_n_f32(tt::kGeluA), vdupq_n_f32(tt::kGeluB), vmulq_f32(u, u)));
-    q.e = exp_nonpositive(vnegq_f32(vabsq_f32(q.z)));
-    q.r = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), q.e));
-    q.s = vbslq_f32(vcltq_f32(q.z, vdupq_n_f32(0.0f)), vmulq_f32(q.e, q.r), q.r);
-    return q;
-}
-
+/* y = u / (1 + exp(-z)); u = -inf raised to the lowest float first (y = -0, not NaN). */
 inline float32x4_t gelu(float32x4_t u) {
-    const float32x4_t y = vmulq_f32(u, sigmoid_of(u).s);
-    return vbslq_f32(vceqq_f32(u, vdupq_n_f32(-__builtin_inff())), vdupq_n_f32(-0.0f), y);
+    u = vmaxq_f32(u, vdupq_n_f32(-3.40282347e38f)); /* FMAX keeps NaN */
+    const float32x4_t neg_z = vmulq_f32(
+        u, vfmaq_f32(vdupq_n_f32(-tt::kGeluA), vdupq_n_f32(-tt::kGeluB), vmulq_f32(u, u)));
+    const float32x4_t t = vminq_f32(vmaxq_f32(neg_z, vdupq_n_f32(-104.0f)), vdupq_n_f32(104.0f));
+    return vdivq_f32(u, vaddq_f32(vdupq_n_f32(1.0f), exp_core(t)));
 }
 
+/* s = sigmoid(z) from e = exp(-|z|) in [0, 1]; s (1 - s) = e / (1+e)^2. */
 inline float32x4_t gelu_grad(float32x4_t u) {
-    const Sigmoid q = sigmoid_of(u);
+    const float32x4_t z = vmulq_f32(u, vfmaq_f32(vdupq_n_f32(tt::kGeluA), vdupq_n_f32(tt::kGeluB), vmulq_f32(u, u)));
+    const float32x4_t e = exp_core(vmaxq_f32(vnegq_f32(vabsq_f32(z)), vdupq_n_f32(-104.0f)));
+    const float32x4_t r = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), e));
+    const float32x4_t s = vbslq_f32(vcltq_f32(z, vdupq_n_f32(0.0f)), vmulq_f32(e, r), r);
     const float32x4_t dz = vfmaq_f32(vdupq_n_f32(tt::kGeluA), vdupq_n_f32(tt::kGeluB3), vmulq_f32(u, u));
-    float32x4_t slope = vmulq_f32(vmulq_f32(u, dz), vmulq_f32(q.e, vmulq_f32(q.r, q.r)));
-    slope = vbslq_f32(vceqq_f32(q.e, vdupq_n_f32(0.0f)), vdupq_n_f32(0.0f), slope);
-    return vaddq_f32(q.s, slope);
+    float32x4_t slope = vmulq_f32(vmulq_f32(u, dz), vmulq_f32(e, vmulq_f32(r, r)));
+    slope = vbslq_f32(vceqq_f32(e, vdupq_n_f32(0.0f)), vdupq_n_f32(0.0f), slope);
+    return vaddq_f32(s, slope);
 }
 
 void forward_row_neon(const float *x, const float *bias, float *y, int64_t cols) {

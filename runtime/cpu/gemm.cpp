@@ -17,7 +17,9 @@
  *             micro-kernel(MR x NR tile of C)
  *
  * Transposes are absorbed by the packing routines (they read op(A)/op(B) in whichever
- * order the storage has), so nothing is ever transposed separately. Packed panels are
+ * order the storage has), so nothing is ever transposed separately; a kernel may supply
+ * vector transposing packers for the two "rows contiguous in k" cases. While the A
+ * slivers of one jr step stream past, the next B sliver is prefetched from L3. Packed panels are
  * zero-padded to full MR / NR, and partial tiles of C go through a scratch tile, so the
  * micro-kernels have no edge code. The first K block applies the caller's beta, later
  * ones accumulate (beta = 1); beta == 0 never reads C.

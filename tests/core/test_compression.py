@@ -46,7 +46,9 @@ def test_per_layer_magnitude_pruning(rng, s):
 
 def test_global_pruning_uses_one_threshold(rng):
     model = _model(rng)
-    model[2].weight.data *= 0.01  # this layer's weights are all small: global pruning takes them first
+    w0 = model[0].weight.data
+    w0[...] = np.sign(w0) * (0.5 + np.abs(w0))  # every first-layer weight is at least 0.5 in size
+    model[2].weight.data *= 0.01  # and these stay far below that: global pruning takes them first
     all_w = np.concatenate([p.data.reshape(-1) for _, p in prunable_parameters(model)])
     k = int(round(0.4 * all_w.size))
     threshold = np.sort(np.abs(all_w))[k - 1]

@@ -293,3 +293,16 @@ def test_bad_input_messages():
         split(a, [1, 1], axis=1)
     with pytest.raises(ValueError, match="out of range"):
         a.sum(axis=2)
+
+
+@pytest.mark.parametrize("method, dtype", [("float", np.float32), ("half", np.float16),
+                                           ("double", np.float64)])
+def test_pytorch_cast_names_keep_the_graph(rng, method, dtype):
+    x = Tensor(rng.standard_normal((3, 5)), requires_grad=True)
+    y = getattr(x, method)()
+    assert y.dtype == dtype and y.requires_grad
+    (y * y).sum().backward()
+    assert x.grad.dtype == np.float32
+    # d/dx sum(cast(x)^2) = 2 * cast(x), cast back to float32
+    assert_close(x.grad, 2.0 * x.data.astype(dtype).astype(np.float64), 1e-3 if dtype == np.float16 else 1e-6,
+                 0, "grad")

@@ -33,6 +33,12 @@ storage: no copy. Anything else (negative or odd strides, unaligned data) is cop
 to a contiguous array. ``out=`` receives the result directly when it is a row-major
 float32 array that does not overlap an input; otherwise through a temporary.
 
+Output allocation is part of the cost: results are fresh ``np.empty`` arrays, and NumPy
+already asks Linux for transparent huge pages on large allocations (madvise), so a fresh
+40 MB output takes ~20 page faults rather than ~10,000. A caller that repeats a shape can
+still skip the allocation with ``gemm(..., out=buffer)``; benchmarks/bench_gemm.py and
+bench_gelu.py report both ("fresh output" columns).
+
 Forcing NumPy: ``with use_native(False): ...``, ``set_native_enabled(False)``, or the
 environment variable ``TINYTORCH_DISABLE_NATIVE=1`` (read at import).
 

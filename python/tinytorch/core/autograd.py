@@ -146,8 +146,10 @@ class Function:
         return Tensor._make(out, False, None)
 
     def release(self) -> None:
-        """Free what forward saved; a later backward through this node raises."""
+        """Free what forward saved, and the links to the inputs, so intermediate outputs die
+        as soon as backward has passed them; a later backward through this node raises."""
         self._released = True
+        self.parents = ()
         d = getattr(self, "__dict__", None)
         if d:
             d.clear()
@@ -221,7 +223,12 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
     order = _topological_order(root)
     grads = {id(root): gradient}
     stored = set()  # arrays already stored in some leaf's .grad during this pass
-    for t in reversed(order):
+    # Walk users before inputs. Each entry is dropped once handled and each node releases
+    # its inputs, so (without retain_graph) an intermediate output is freed as soon as its
+    # gradient has been passed on: peak memory during backward falls as it proceeds.
+    for i in range(len(order) - 1, -1, -1):
+        t = order[i]
+        order[i] = None
         g = grads.pop(id(t), None)
         if g is None:
             continue

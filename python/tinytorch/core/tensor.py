@@ -171,6 +171,18 @@ class Tensor:
 
     to = astype
 
+    def float(self) -> "Tensor":
+        """float32 copy with gradient (PyTorch's ``Tensor.float``)."""
+        return self.astype(np.float32)
+
+    def half(self) -> "Tensor":
+        """float16 copy with gradient (PyTorch's ``Tensor.half``)."""
+        return self.astype(np.float16)
+
+    def double(self) -> "Tensor":
+        """float64 copy with gradient (PyTorch's ``Tensor.double``)."""
+        return self.astype(np.float64)
+
     # ------------------------------------------------------------------ arithmetic
     def _other(self, other):
         # Python scalars pass through (NumPy keeps our dtype for them); arrays and
