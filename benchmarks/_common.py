@@ -1,7 +1,8 @@
 """Shared pieces of the kernel benchmarks (bench_gemm.py, bench_gelu.py).
 
-What it owns: the timer (medians over interleaved rounds, so a burst of load from other
-processes hits every contender alike), the machine description written into every result
+What it owns: the timer (medians over rounds of per-contender blocks, so a burst of load
+from other processes hits every contender alike while no library runs next to another
+library's still-spinning thread pool), the machine description written into every result
 file, the measured ceilings (the FMA peak from benchmarks/peak.c, compiled here at run
 time, and the copy bandwidth), thread control for the runtime, NumPy's BLAS and PyTorch,
 and Markdown table formatting.
@@ -41,28 +42,31 @@ except ImportError:
     torch = None
 
 
-def measure_rounds(contenders: dict, rounds: int, min_time: float = 0.0) -> dict:
-    """Median seconds per call of each zero-argument callable. Each round calls every
-    contender once (after one warm-up call each), so load spikes are shared; a contender
-    is called at least until `min_time` seconds have been spent on it."""
-    for fn in contenders.values():
-        fn()
-    times = {name: [] for name in contenders}
-    spent = {name: 0.0 for name in contenders}
-    r = 0
-    while r < rounds or any(spent[n] < min_time for n in contenders):
+# Thread pools of other libraries keep spinning after a call (OpenBLAS's workers for up to
+# ~0.1 s, OpenMP runtimes for less) and steal the cores from whoever runs next. Each
+# contender therefore runs in its own block after this pause, not call-by-call interleaved.
+SETTLE_SECONDS = 0.2
+
+
+def measure_rounds(contenders: dict, rounds: int, block_time: float = 0.25) -> dict:
+    """Median seconds per call of each zero-argument callable. Each round gives every
+    contender one block: a pause (SETTLE_SECONDS), one warm-up call, then calls for about
+    `block_time` seconds (at least one); the block's median is kept, and the result is
+    the median over rounds. Rounds cycle through the contenders, so slow drifts in the
+    machine's load are shared."""
+    per_round = {name: [] for name in contenders}
+    for _ in range(max(1, rounds)):
         for name, fn in contenders.items():
-            if r >= rounds and spent[name] >= min_time:
-                continue
-            t0 = time.perf_counter()
+            time.sleep(SETTLE_SECONDS)
             fn()
-            dt = time.perf_counter() - t0
-            times[name].append(dt)
-            spent[name] += dt
-        r += 1
-        if r > 50 * max(rounds, 1):
-            break
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            times = []
+            start = time.perf_counter()
+            while not times or time.perf_counter() - start < block_time:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            per_round[name].append(statistics.median(times))
+    return {name: statistics.median(v) for name, v in per_round.items()}
 
 
 class Threads:
@@ -159,7 +163,7 @@ def copy_bandwidth(nbytes: int = 381 * 2 ** 20, rounds: int = 5) -> float:
     """GB/s of np.copyto between two preallocated arrays, counting read + write bytes."""
     src = np.ones(nbytes // 4, np.float32)
     dst = np.empty_like(src)
-    t = measure_rounds({"copy": lambda: np.copyto(dst, src)}, rounds)["copy"]
+    t = measure_rounds({"copy": lambda: np.copyto(dst, src)}, rounds, block_time=0.5)["copy"]
     return 2 * nbytes / t / 1e9
 
 

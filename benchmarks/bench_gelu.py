@@ -12,7 +12,8 @@ Measures y = gelu_tanh(x + bias) for x of shape rows x cols (float32), in millis
   * copy              np.copyto of the same bytes (read x, write y): the memory floor;
 and the backward (grad_x and grad_bias) of tinytorch against PyTorch's gelu_backward kernel
 plus its bias sum, and NumPy. A pure-Python loop is timed on a small input (per element).
-Contenders run in interleaved rounds (medians); the whole measurement repeats (--runs).
+Each contender is timed in blocks after a pause, rounds cycling through the contenders
+(medians; see benchmarks/_common.py); the whole measurement repeats (--runs).
 
 Targets checked in the report (not asserted): fused >= 3x faster than PyTorch and >= 6x
 faster than unfused NumPy at 4096 x 768 on one thread; within 1.5x of the copy time at
@@ -82,13 +83,12 @@ def run_shapes(kernels, shapes, threads, rounds, with_scalar) -> dict:
                     contenders["torch"] = lambda: F.gelu(tx + tb, approximate="tanh")
                     contenders["torch_backward"] = lambda: (
                         C.torch.ops.aten.gelu_backward(tg, tx + tb, approximate="tanh").sum(0))
-                r = max(3, rounds // 3) if big else rounds
-                secs = C.measure_rounds(contenders, r, min_time=0.0 if big else 0.2)
+                secs = C.measure_rounds(contenders, rounds, block_time=0.6 if big else 0.25)
                 if with_scalar and nt == 1:
                     active = native.isa()
                     try:
                         native.set_isa("scalar")
-                        secs["fused_scalar"] = C.measure_rounds({"s": fwd}, max(3, r // 2))["s"]
+                        secs["fused_scalar"] = C.measure_rounds({"s": fwd}, max(2, rounds // 2))["s"]
                     finally:
                         native.set_isa(active)
                 results[(nt, rows, cols)] = {k: v * 1e3 for k, v in secs.items()}
@@ -131,14 +131,14 @@ def plot(all_runs, shapes, threads, path_png):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, nargs="*", default=[1, 2])
-    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=C.RESULTS)
     args = ap.parse_args()
     shapes = [(1024, 768), (4096, 768), (4096, 3072), (16384, 4096)]
     if args.quick:
-        shapes, args.rounds, args.runs = [(256, 768), (4096, 768)], 3, 1
+        shapes, args.rounds, args.runs = [(256, 768), (4096, 768)], 2, 1
     kernels, _ = C.require_native()
     os.makedirs(args.out, exist_ok=True)
     print("machine:\n" + "\n".join(C.machine_lines()))
@@ -162,7 +162,7 @@ def main():
     lines += C.machine_lines()
     lines += [f"- copy bandwidth (np.copyto, 381 MiB, read + write bytes, 1 thread): {bandwidth:.1f} GB/s",
               f"- pure-Python loop (math.tanh per element): {py_ns:.0f} ns per element", "",
-              f"Milliseconds, medians over interleaved rounds; {args.runs} full run(s), the "
+              f"Milliseconds, medians of per-contender blocks over rounds; {args.runs} full run(s), the "
               "table shows the median of the runs; speedups give the range across runs.", ""]
     for nt in args.threads:
         rows = []

@@ -12,9 +12,12 @@ Measures, on 1 and 2 threads, C = A @ B for square N = 256 .. 4096 (GFLOP/s = 2 
   * PyTorch     torch.matmul with out= on CPU, same threads (when installed);
 and the ceilings: the FMA peak of a register-only loop (benchmarks/peak.c) per thread
 count. The classic scorecard -- interpreted loop, scalar C, blocked scalar, SIMD, BLAS --
-is measured at sizes each can finish in seconds. Contenders are timed in interleaved
-rounds (medians), so load from other processes on a shared machine hits all alike; the
-whole measurement is repeated (--runs) and the spread between runs is reported.
+is measured at sizes each can finish in seconds. Each contender is timed in blocks, and
+rounds cycle through the contenders (medians), so load from other processes on a shared
+machine hits all alike while no library runs beside another's still-spinning thread
+pool (OpenBLAS workers spin ~0.1 s after a call, which halved the 2-thread speed of
+whoever ran next when calls were interleaved one by one). The whole measurement is
+repeated (--runs) and the spread between runs is reported.
 
 Writes benchmarks/results/bench_gemm.md and bench_gemm.png (GFLOP/s vs N), and
 bench_gemm_scorecard.png.
@@ -58,8 +61,7 @@ def run_sizes(kernels, sizes, threads, rounds) -> dict:
                 if C.torch is not None:
                     ta, tb, tc = C.torch.from_numpy(a), C.torch.from_numpy(b), C.torch.empty(n, n)
                     contenders["torch"] = lambda: C.torch.matmul(ta, tb, out=tc)
-                r = rounds if n <= 1024 else max(3, rounds // 2)
-                secs = C.measure_rounds(contenders, r, min_time=0.3 if n <= 1024 else 0.0)
+                secs = C.measure_rounds(contenders, rounds, block_time=0.3 if n <= 1024 else 0.6)
                 flops = 2.0 * n ** 3
                 results[(nt, n)] = {name: flops / s / 1e9 for name, s in secs.items()}
                 row = results[(nt, n)]
@@ -96,7 +98,7 @@ def scorecard(kernels, quick: bool) -> list[tuple]:
     f = _native.f32_ptr
     ref = lambda: _native.check(_native.lib.tt_sgemm_reference(  # noqa: E731
         0, 0, n_ref, n_ref, n_ref, 1.0, f(a), n_ref, f(a), n_ref, 0.0, f(c), n_ref))
-    t = C.measure_rounds({"ref": ref}, 3)["ref"]
+    t = C.measure_rounds({"ref": ref}, 2)["ref"]
     rows.append(("scalar C triple loop (tt_sgemm_reference)", n_ref, 2.0 * n_ref ** 3 / t / 1e9))
     n = 512 if quick else 1024
     a = rng.standard_normal((n, n), dtype=np.float32)
@@ -105,12 +107,12 @@ def scorecard(kernels, quick: bool) -> list[tuple]:
     with C.Threads(1):
         try:
             native.set_isa("scalar")
-            t = C.measure_rounds({"s": sgemm_into(kernels, a, a, c)}, 3)["s"]
+            t = C.measure_rounds({"s": sgemm_into(kernels, a, a, c)}, 2)["s"]
             rows.append(("blocked + packed, scalar micro-kernel (ISA scalar)", n, 2.0 * n ** 3 / t / 1e9))
         finally:
             native.set_isa(active)
         secs = C.measure_rounds({"simd": sgemm_into(kernels, a, a, c),
-                                 "blas": lambda: np.matmul(a, a, out=c)}, 5)
+                                 "blas": lambda: np.matmul(a, a, out=c)}, 3)
     rows.append((f"blocked + packed, SIMD micro-kernel (ISA {active})", n, 2.0 * n ** 3 / secs["simd"] / 1e9))
     rows.append(("OpenBLAS via NumPy", n, 2.0 * n ** 3 / secs["blas"] / 1e9))
     return rows
@@ -162,13 +164,13 @@ def main():
     ap.add_argument("--sizes", type=int, nargs="*",
                     default=[256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096])
     ap.add_argument("--threads", type=int, nargs="*", default=[1, 2])
-    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=2, help="repeat the whole measurement")
     ap.add_argument("--quick", action="store_true", help="small sizes, one run")
     ap.add_argument("--out", default=C.RESULTS)
     args = ap.parse_args()
     if args.quick:
-        args.sizes, args.rounds, args.runs = [256, 512], 3, 1
+        args.sizes, args.rounds, args.runs = [256, 512], 2, 1
     kernels, _ = C.require_native()
     os.makedirs(args.out, exist_ok=True)
 
@@ -189,7 +191,7 @@ def main():
     for nt in args.threads:
         lines.append(f"- {nt} thread(s): " + (", ".join(f"{isa} {g:.0f} GFLOP/s" for isa, g in peaks[nt].items())
                                               or "not measured (no C compiler)"))
-    lines += ["", f"GFLOP/s = 2 N^3 / median time; medians over interleaved rounds; {args.runs} full "
+    lines += ["", f"GFLOP/s = 2 N^3 / median time; each contender timed in blocks after a pause, rounds cycling through the contenders; {args.runs} full "
               "run(s), the table shows the median of the runs and the ratio's range across runs.", ""]
     for nt in args.threads:
         peak = max(peaks[nt].values()) if peaks[nt] else None
