@@ -113,7 +113,8 @@ def plot(all_runs, shapes, threads, path_png):
                             ("torch", "^:"), ("numpy", "s--"), ("copy", "k-")]:
             if name not in all_runs[0][(nt,) + shapes[0]]:
                 continue
-            ys = [np.median([run[(nt,) + s][name] for run in all_runs]) for s in shapes]
+            ys = [np.median([run[(nt,) + s][name] for run in all_runs if name in run[(nt,) + s]])
+                  for s in shapes]
             ax.plot(sizes, ys, style, label=labels[name])
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -209,7 +209,20 @@ def main():
         lines += C.table(["N", "tinytorch", "tinytorch (fresh out)", "OpenBLAS", "PyTorch",
                           "tinytorch / OpenBLAS (range)", "tinytorch / PyTorch", "% of FMA peak"], rows)
         lines.append("")
-    lines += ["## Scorecard (1 thread)", ""]
+    lines += ["## Targets", ""]
+    for nt in args.threads:
+        ratios = {n: float(np.median([r[(nt, n)]["tinytorch"] / r[(nt, n)]["openblas"] for r in all_runs]))
+                  for n in args.sizes if 256 <= n <= 4096}
+        if ratios:
+            worst = min(ratios, key=ratios.get)
+            lines.append(f"- {nt} thread(s): tinytorch / OpenBLAS at N = 256..4096 is "
+                         f"{min(ratios.values()):.2f}..{max(ratios.values()):.2f} (median of runs; "
+                         f"lowest at N={worst}; target >= 0.95 everywhere, > 1 somewhere)")
+    if 2048 in args.sizes and 1 in args.threads and peaks.get(1):
+        g = float(np.median([r[(1, 2048)]["tinytorch"] for r in all_runs]))
+        lines.append(f"- N=2048, 1 thread: {g:.1f} GFLOP/s = {100 * g / max(peaks[1].values()):.0f}% "
+                     "of the measured FMA peak (target >= 75%)")
+    lines += ["", "## Scorecard (1 thread)", ""]
     lines += C.table(["implementation", "N", "GFLOP/s"], [[r[0], r[1], r[2]] for r in score])
     lines += ["", "![GFLOP/s vs N](bench_gemm.png)", "", "![scorecard](bench_gemm_scorecard.png)", ""]
     md = os.path.join(args.out, "bench_gemm.md")

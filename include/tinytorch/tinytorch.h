@@ -278,6 +278,28 @@ TT_API tt_status tt_bias_gelu_backward_reference(const float *x, const float *bi
                                                  const float *grad_y, float *grad_x,
                                                  float *grad_bias, int64_t rows, int64_t cols);
 
+/* Half-precision GEMM for mixed-precision training: A, B and C hold IEEE 754
+ * binary16 values (as uint16_t bits); arithmetic is float32. Same shapes, flags and
+ * argument rules as tt_sgemm:
+ *   C = round_to_f16(alpha * op(A) @ op(B) + beta * C)
+ * op(A) and op(B) are widened to float32 once (F16C when the CPU has it), the float32
+ * GEMM runs on them, and the result is rounded to nearest even. Uses one float32 copy
+ * of each operand as scratch. tt_hgemm_reference uses the scalar converters and the
+ * reference GEMM. */
+TT_API tt_status tt_hgemm(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                          float alpha, const uint16_t *A, int64_t lda,
+                          const uint16_t *B, int64_t ldb,
+                          float beta, uint16_t *C, int64_t ldc);
+TT_API tt_status tt_hgemm_reference(int transA, int transB, int64_t M, int64_t N, int64_t K,
+                                    float alpha, const uint16_t *A, int64_t lda,
+                                    const uint16_t *B, int64_t ldb,
+                                    float beta, uint16_t *C, int64_t ldc);
+
+/* Convert n values between binary16 (uint16_t bits) and float32, rounding to
+ * nearest even; NaN stays NaN, overflow becomes infinity. */
+TT_API tt_status tt_f16_to_f32(const uint16_t *src, float *dst, int64_t n);
+TT_API tt_status tt_f32_to_f16(const float *src, uint16_t *dst, int64_t n);
+
 /* Name of the code path the calling thread's most recent kernel call took, e.g.
  * "sgemm:avx2", "sgemm:reference", "bias_gelu_forward:avx512". Tests use it to
  * prove the fast path ran. "" before any kernel call. */

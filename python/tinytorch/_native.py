@@ -42,6 +42,7 @@ class MemoryStats(ctypes.Structure):
 
 
 _f32p = POINTER(c_float)
+_u16p = POINTER(ctypes.c_uint16)
 _i64p = POINTER(c_int64)
 _status = c_int
 
@@ -100,6 +101,12 @@ PROTOTYPES = {
     "tt_bias_gelu_backward_reference": (_status, [_f32p, _f32p, _f32p, _f32p, _f32p, c_int64,
                                                   c_int64]),
     "tt_last_kernel_path": (c_char_p, []),
+    "tt_hgemm": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _u16p, c_int64,
+                           _u16p, c_int64, c_float, _u16p, c_int64]),
+    "tt_hgemm_reference": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _u16p,
+                                     c_int64, _u16p, c_int64, c_float, _u16p, c_int64]),
+    "tt_f16_to_f32": (_status, [_u16p, _f32p, c_int64]),
+    "tt_f32_to_f16": (_status, [_f32p, _u16p, c_int64]),
 }
 
 # Optional symbols: declared when present (added by later parts of the runtime),
@@ -247,6 +254,15 @@ def memory_stats() -> dict:
 
 def last_kernel_path() -> str:
     return require().tt_last_kernel_path().decode()
+
+
+def f16_ptr(array: np.ndarray | None):
+    """A uint16_t* over a float16 array's bits (None -> NULL). The caller keeps `array` alive."""
+    if array is None:
+        return None
+    if array.dtype != np.float16:
+        raise TypeError(f"expected a float16 array, got {array.dtype}")
+    return array.ctypes.data_as(_u16p)
 
 
 def f32_ptr(array: np.ndarray | None):
