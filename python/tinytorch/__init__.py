@@ -46,6 +46,9 @@ _LAZY = {
     "Profiler": "tinytorch.perf.profiling",
     "precise_timer": "tinytorch.perf.benchmarking",
     "MLPerf": "tinytorch.perf.benchmarking",
+    "simd_matmul": "tinytorch.extensions.simd_ops",
+    "simd_fused_bias_gelu": "tinytorch.extensions.simd_ops",
+    "use_native": "tinytorch.core.acceleration",
 }
 
 

@@ -18,9 +18,12 @@ Routing rule (which path runs):
     for bias+GELU. Below those sizes the fixed cost of a ctypes call (~2-4 us) exceeds
     what the kernel saves, so NumPy runs (measured with benchmarks/bench_gemm.py and
     bench_gelu.py on the development machine; see the constants below).
-  * numpy -- everything else: float64 and float16 (the kernels are float32 only; NumPy
-    keeps their precision semantics), integer inputs, tiny problems, no library, or the
-    native path disabled.
+  * native float16 -- float16 GEMMs and matmuls (both operands float16, at least
+    ``NATIVE_MIN_HALF_GEMM_WORK`` multiply-adds) go to tt_hgemm: float16 storage, float32
+    products and sums, result rounded to float16. NumPy has no BLAS for float16, so this
+    is what makes float16 training usable. last_path() reads "native:hgemm:...".
+  * numpy -- everything else: float64 (NumPy keeps its precision), integer inputs, mixed
+    dtypes, tiny problems, no library, or the native path disabled.
   last_path() says what ran: "numpy", or "native:" + the runtime's own kernel-path
   report, e.g. "native:sgemm:avx2", "native:sgemm_strided_batched:avx2",
   "native:bias_gelu_forward:avx2". The runtime sets that report inside the kernel, so
@@ -57,7 +60,7 @@ import numpy as np
 
 __all__ = ["gemm", "matmul", "bias_gelu", "bias_gelu_backward", "last_path", "use_native",
            "set_native_enabled", "native_enabled", "native_available",
-           "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS"]
+           "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS", "NATIVE_MIN_HALF_GEMM_WORK"]
 
 _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_C = 0.044715
@@ -69,8 +72,12 @@ _GELU_C = 0.044715
 # The fused bias+GELU already wins at 64 elements (one pass instead of ~10 NumPy passes).
 NATIVE_MIN_GEMM_WORK = 1 << 17
 NATIVE_MIN_ELEMENTS = 256
+# float16 has no BLAS in NumPy (it multiplies at well under 1 GFLOP/s), so the native
+# half-precision GEMM wins from tiny sizes on.
+NATIVE_MIN_HALF_GEMM_WORK = 1 << 10
 
 _F32 = np.dtype(np.float32)
+_F16 = np.dtype(np.float16)
 _last_path = "none"
 _native_enabled = os.environ.get("TINYTORCH_DISABLE_NATIVE", "").strip().lower() not in (
     "1", "true", "yes", "on")
@@ -129,6 +136,8 @@ class _Kernels:
                                   vp, i64, i64, vp, i64, i64, f32, vp, i64, i64, i64)
         self.gelu_forward = bind("tt_bias_gelu_forward", vp, vp, vp, i64, i64)
         self.gelu_backward = bind("tt_bias_gelu_backward", vp, vp, vp, vp, vp, i64, i64)
+        self.hgemm = bind("tt_hgemm", c_int, c_int, i64, i64, i64, f32, vp, i64, vp, i64, f32,
+                          vp, i64)
         self.kernel_path = lib.tt_last_kernel_path
 
 
@@ -196,6 +205,10 @@ def _matrix_layout(x: np.ndarray):
     return x, layout[0], layout[1]
 
 
+def _is_f16(*arrays) -> bool:
+    return all(type(a) is np.ndarray and a.dtype == _F16 for a in arrays)
+
+
 def _is_f32(*arrays) -> bool:
     return all(type(a) is np.ndarray and a.dtype == _F32 for a in arrays)
 
@@ -243,6 +256,18 @@ def gemm(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = Fa
         n = b.shape[0] if trans_b else b.shape[1]
         if k == k2 and m * n * k >= NATIVE_MIN_GEMM_WORK:
             return _gemm_native(rt[0], rt[1], a, b, trans_a, trans_b, out)
+    elif rt is not None and a.ndim == 2 and b.ndim == 2 and _is_f16(a, b) and \
+            (out is None or out.dtype == _F16):
+        m = a.shape[1] if trans_a else a.shape[0]
+        k = a.shape[0] if trans_a else a.shape[1]
+        k2 = b.shape[1] if trans_b else b.shape[0]
+        n = b.shape[0] if trans_b else b.shape[1]
+        if k == k2 and m * n * k >= NATIVE_MIN_HALF_GEMM_WORK:
+            result = _hgemm_native(rt[0], rt[1], a, b, trans_a, trans_b)
+            if out is not None:
+                np.copyto(out, result)
+                return out
+            return result
     a2 = a.T if trans_a else a
     b2 = b.T if trans_b else b
     _set_path("numpy")
@@ -324,8 +349,68 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         work = _matmul_work(a, b)
         if work is not None and work >= NATIVE_MIN_GEMM_WORK:
             return _matmul_native(rt[0], rt[1], a, b)
+    elif rt is not None and _is_f16(a, b):
+        work = _matmul_work(a, b)
+        if work is not None and work >= NATIVE_MIN_HALF_GEMM_WORK:
+            return _matmul_half(rt[0], rt[1], a, b)
     _set_path("numpy")
     return np.matmul(a, b)
+
+
+# --------------------------------------------------------------------------------------
+# float16 GEMM: float16 storage, float32 arithmetic (tt_hgemm)
+# --------------------------------------------------------------------------------------
+
+def _half_layout(x: np.ndarray):
+    """(array, ld, transposed) for a 2-D float16 array: row-major storage as is, a
+    transposed view of row-major storage as the transpose flag, anything else copied."""
+    if x.flags.c_contiguous:
+        return x, max(x.shape[1], 1), False
+    if x.T.flags.c_contiguous:
+        return x.T, max(x.shape[0], 1), True
+    x = np.ascontiguousarray(x)
+    return x, max(x.shape[1], 1), False
+
+
+def _hgemm_native(kernels, native, a, b, trans_a, trans_b):
+    """op(a) @ op(b) through tt_hgemm; a, b are 2-D float16 (storage, before op)."""
+    m = a.shape[1] if trans_a else a.shape[0]
+    k = a.shape[0] if trans_a else a.shape[1]
+    n = b.shape[0] if trans_b else b.shape[1]
+    a_arr, lda, a_flip = _half_layout(a)
+    b_arr, ldb, b_flip = _half_layout(b)
+    out = np.empty((m, n), dtype=_F16)
+    status = kernels.hgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, 1.0,
+                           a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, 0.0,
+                           out.ctypes.data, max(n, 1))
+    _check(native, status, "gemm (float16)")
+    _report(kernels)
+    return out
+
+
+def _matmul_half(kernels, native, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b (NumPy rules) for float16 arrays with matching shapes: batches become one
+    GEMM when b is a matrix, else one tt_hgemm call per matrix of the broadcast batch."""
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    m, k = a2.shape[-2:]
+    n = b2.shape[-1]
+    if b2.ndim == 2:
+        out = _hgemm_native(kernels, native, a2.reshape(-1, k), b2, False, False)
+        out = out.reshape(a2.shape[:-1] + (n,))
+    else:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        a3 = np.broadcast_to(a2, batch + (m, k)).reshape((-1, m, k))
+        b3 = np.broadcast_to(b2, batch + (k, n)).reshape((-1, k, n))
+        out = np.empty((a3.shape[0], m, n), dtype=_F16)
+        for i in range(a3.shape[0]):
+            out[i] = _hgemm_native(kernels, native, a3[i], b3[i], False, False)
+        out = out.reshape(batch + (m, n))
+    if a.ndim == 1:
+        out = out[..., 0, :]
+    if b.ndim == 1:
+        out = out[..., 0]
+    return out
 
 
 # --------------------------------------------------------------------------------------
