@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import platform
-import subprocess
 import sys
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -45,18 +43,9 @@ from tinytorch.perf.benchmarking import precise_timer  # noqa: E402
 
 
 def machine_description() -> str:
-    lines = [f"- Python {platform.python_version()}, NumPy {np.__version__}, "
-             f"{platform.system()} {platform.release()} ({platform.machine()})"]
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=5).stdout
-        model = next((ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name")), "?")
-        lines.append(f"- CPU: {model}, {os.cpu_count()} logical cores visible")
-    except (OSError, subprocess.SubprocessError):
-        lines.append(f"- CPU: {platform.processor() or 'unknown'}, {os.cpu_count()} cores")
-    lines.append(f"- BLAS/OpenMP threads: {os.environ.get('OMP_NUM_THREADS')} (machine shared with other jobs; "
-                 f"load average {os.getloadavg()[0]:.1f} at the end of the run)")
-    lines.append(f"- TinyTorch runtime: {'loaded, ISA ' + native.isa() if native.available() else 'not loaded'}")
-    return "\n".join(lines)
+    """The machine, the runtime and the libraries (shared with every benchmark)."""
+    from _common import machine_lines
+    return "\n".join(machine_lines())
 
 
 class Combined:
