@@ -32,6 +32,22 @@ cmake --build build/ctest-asan -j "$JOBS"
 ctest --test-dir build/ctest-asan --output-on-failure -j "$JOBS" -E install_consumer
 rm -f build-ctest-release.log build-ctest-asan.log
 
+step "packaging: a wheel carries the freshly built library, never the editable copy"
+wheel_dir=$(mktemp -d)
+mkdir -p python/tinytorch/_lib_editable
+"$PY" -m pip wheel --quiet --no-deps -w "$wheel_dir" . > "$wheel_dir/log" 2>&1 || { cat "$wheel_dir/log"; exit 1; }
+"$PY" - "$wheel_dir" <<'PYEOF'
+import glob, sys, zipfile
+wheels = glob.glob(sys.argv[1] + "/tinytorch-*.whl")
+assert len(wheels) == 1, wheels
+names = zipfile.ZipFile(wheels[0]).namelist()
+libs = [n for n in names if "libtinytorch" in n]
+assert libs == ["tinytorch/libtinytorch.so"] or libs == ["tinytorch/libtinytorch.dylib"], libs
+assert "tinytorch/data/digits.npz" in names, "the digits data is missing from the wheel"
+print(f"{wheels[0].rsplit('/', 1)[1]}: {libs[0]} and {len(names)} files, no editable copy")
+PYEOF
+rm -rf "$wheel_dir"
+
 run_pytest() {
   set +e
   "$PY" -m pytest "$@"

@@ -230,3 +230,16 @@ def test_cli_info_without_library(tmp_path):
                      TINYTORCH_LIB=str(tmp_path / "missing.so"))
     assert out.returncode == 0, out.stderr
     assert "NOT LOADED" in out.stdout and "missing.so" in out.stdout
+
+
+def test_every_header_function_is_declared():
+    # The header is the contract: each TT_API function needs argtypes/restype in _native.
+    import re
+    header = open(os.path.join(ROOT, "include", "tinytorch", "tinytorch.h")).read()
+    declared = set(re.findall(r"TT_API\s+[\w\s\*]+?\b(tt_\w+)\s*\(", header))
+    assert len(declared) > 40
+    missing = declared - set(_native.PROTOTYPES) - set(_native.OPTIONAL_PROTOTYPES)
+    assert not missing, f"declare these in python/tinytorch/_native.py: {sorted(missing)}"
+    for name in declared:
+        fn = getattr(_native.lib, name)
+        assert fn.argtypes is not None or _native.PROTOTYPES[name][1] == [], name
