@@ -109,9 +109,16 @@ tt_isa best_isa() {
 char g_env_error[256] = "";
 
 tt_isa initial_isa() {
-    const char *env = std::getenv("TINYTORCH_ISA");
+    const char *raw = std::getenv("TINYTORCH_ISA");
     tt_isa best = best_isa();
-    if (!env || !*env) return best;
+    if (!raw || !*raw) return best;
+    // The value is echoed in messages and in tt_build_info()'s JSON: keep it printable and
+    // free of quotes and backslashes.
+    char env[32];
+    size_t n = 0;
+    for (; raw[n] && n + 1 < sizeof env; ++n)
+        env[n] = (std::isalnum((unsigned char)raw[n]) || raw[n] == '_' || raw[n] == '-') ? raw[n] : '?';
+    env[n] = '\0';
     tt_isa want;
     if (tt_isa_from_name(env, &want) != TT_OK) {
         std::snprintf(g_env_error, sizeof g_env_error,
