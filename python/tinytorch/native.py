@@ -31,7 +31,12 @@ def info() -> dict:
         return {"available": False, "version": None, "library": None, "isas_compiled": [],
                 "isa_detected": [], "isa_active": None, "threads": 1, "openmp": False,
                 "reason": _native.reason()}
-    data = _native.build_info()
+    try:
+        data = _native.build_info()
+    except ValueError as exc:  # a malformed report must not break `tinytorch info`
+        return {"available": True, "version": None, "library": _native.library_path(),
+                "isas_compiled": [], "isa_detected": [], "isa_active": None, "threads": 1,
+                "openmp": False, "reason": f"tt_build_info() returned malformed JSON: {exc}"}
     data.update(available=True, library=_native.library_path(), reason="")
     return data
 

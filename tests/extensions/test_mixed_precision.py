@@ -34,6 +34,24 @@ def test_half_model_runs_float16_forward_and_backward_through_the_dispatch_point
     np.testing.assert_allclose(out.data, ref(Tensor(x.astype(np.float32))).data, atol=2e-2, rtol=2e-2)
 
 
+def test_half_model_matmuls_take_the_native_float16_gemm():
+    from tinytorch import native
+    if not native.available():
+        pytest.skip("the native runtime is not loaded: float16 matmuls use NumPy")
+    tt_random.manual_seed(3)
+    model = to_half(Sequential(Linear(64, 96), GELU(), Linear(96, 32)))
+    x = Tensor(RNG.standard_normal((48, 64)).astype(np.float16), requires_grad=True)
+    out = model(x)
+    assert acceleration.last_path().startswith("native:hgemm"), acceleration.last_path()
+    (out.astype(np.float32) ** 2).sum().backward()
+    assert acceleration.last_path().startswith("native:hgemm"), acceleration.last_path()
+    # the same computation in float64 from the float16 weights and input
+    w1, b1, w2, b2 = (p.data.astype(np.float64) for p in model.parameters())
+    u = x.data.astype(np.float64) @ w1 + b1
+    h = 0.5 * u * (1 + np.tanh(0.7978845608028654 * (u + 0.044715 * u ** 3)))
+    np.testing.assert_allclose(out.data.astype(np.float64), h @ w2 + b2, rtol=2e-2, atol=3e-2)
+
+
 def test_master_step_is_a_float32_step_written_back_as_float16():
     model = to_half(_mlp())
     opt = MixedPrecisionOptimizer(model.parameters(), SGD, lr=0.1, momentum=0.9)
