@@ -24,7 +24,7 @@ def cmd_info(args) -> int:
     info = native.info()
     rows = [("tinytorch", __version__), ("python", platform.python_version()),
             ("numpy", np.__version__), ("machine", f"{platform.machine()} {platform.system()}")]
-    if info["available"]:
+    if info["available"] and info.get("isa_active"):
         rows += [("runtime", f"libtinytorch {info['version']} ({info['build_type']}, {info['compiler']})"),
                  ("library", info["library"]),
                  ("ISAs compiled", ", ".join(info["isas_compiled"])),
@@ -33,7 +33,9 @@ def cmd_info(args) -> int:
                  ("OpenMP", "yes" if info["openmp"] else "no (kernels run on one thread)"),
                  ("threads", f"{get_num_threads()} of {info['max_threads']}")]
     else:
-        rows += [("runtime", "NOT LOADED: kernels fall back to NumPy"), ("reason", info["reason"])]
+        state = "loaded, but its build report is unreadable" if info["available"] else \
+            "NOT LOADED: kernels fall back to NumPy"
+        rows += [("runtime", state), ("reason", info["reason"])]
     print("TinyTorch\n" + _table(rows))
     print("\nAccelerator back ends")
     brows = []
