@@ -59,7 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--quiet", action="store_true")
     demo.set_defaults(fn=cmd_demo)
     args = parser.parse_args(argv)
-    return args.fn(args)
+    try:
+        return args.fn(args)
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
