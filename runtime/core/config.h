@@ -26,9 +26,12 @@
 #define TT_GEMM_NC 4080
 #endif
 
-/* Below this many multiply-adds (M*N*K) a GEMM runs on one thread: spawning
- * OpenMP work costs more than it saves. */
-#define TT_GEMM_PARALLEL_MIN_FLOPS (64LL * 64 * 64)
+/* A GEMM uses at most M*N*K / this many threads (and at least one): waking a thread
+ * and the packing barriers cost ~20-30 us on the 2-core Zen 3 machine, so a thread needs
+ * ~1M multiply-adds (~30 us of work) to pay for itself. Measured there (best of 9):
+ * 64x784x10 (0.5M) took 91 us on two threads and 63 us on one, while 128^3 (2M) still
+ * gained from two (81 vs 91 us). */
+#define TT_GEMM_MIN_FLOPS_PER_THREAD (1LL << 20)
 
 /* Elementwise kernels split rows across threads only above this many elements. */
 #define TT_ELEMENTWISE_PARALLEL_MIN (1LL << 16)

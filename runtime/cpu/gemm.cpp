@@ -26,9 +26,13 @@
  *
  * Threads (OpenMP): one parallel region per GEMM. The threads form a tm x tn grid
  * chosen to balance padded work; they pack the shared B block together, then each
- * computes its own rows (and, if tn > 1, its own column panels). Small problems run on
- * one thread. Batched GEMMs with at least as many matrices as threads run one matrix
- * per thread instead. Packing buffers are cached per thread (grown, never shrunk).
+ * computes its own rows (and, if tn > 1, its own column panels). Each thread gets at
+ * least TT_GEMM_MIN_FLOPS_PER_THREAD multiply-adds, so small problems use fewer threads
+ * (often one, which enters no parallel region at all). On AVX2, results at most 12
+ * columns wide skip packing and tiles altogether (gemm_narrow_avx2: dot products of
+ * rows of A with rows of B^T). Batched GEMMs with at least as many matrices as threads
+ * run one matrix per thread instead. Packing buffers are cached per thread (grown, never
+ * shrunk).
  */
 #include <algorithm>
 #include <cstdlib>
@@ -397,6 +401,56 @@ void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *p
     }
 }
 
+#if defined(TT_HAVE_AVX2_KERNELS)
+/* Results at most this wide, with op(A) row-major and B^T (N x K) no bigger than 256 KiB,
+ * take gemm_narrow_avx2: a 16-wide tile would compute mostly padding there. */
+constexpr int64_t kNarrowMaxN = 12;
+constexpr int64_t kNarrowMaxBtFloats = 1 << 16;
+
+bool use_narrow(const GemmArgs &g, const GemmMicroKernel *uk) {
+    return uk == &kGemmKernelAvx2 && !g.trans_a && g.N >= 1 && g.N <= kNarrowMaxN &&
+           g.K <= kNarrowMaxBtFloats / g.N && g.M > 0 && g.K > 0 && g.alpha != 0.0f;
+}
+
+/* The narrow path: B^T is read in place (transB) or transposed once into the B buffer;
+ * threads split the rows. */
+tt_status run_narrow(const GemmArgs &g, int nt) {
+    const float *bt = g.B;
+    int64_t ldbt = g.ldb;
+    if (!g.trans_b) {
+        float *packed = tls_pack_b.reserve(g.N * g.K);
+        if (packed == nullptr) return TT_ERR_OUT_OF_MEMORY;
+        for (int64_t k = 0; k < g.K; ++k)
+            for (int64_t j = 0; j < g.N; ++j) packed[j * g.K + k] = g.B[k * g.ldb + j];
+        bt = packed;
+        ldbt = g.K;
+    }
+    if (nt > 1) {
+#if defined(TT_HAVE_OPENMP)
+#pragma omp parallel num_threads(nt)
+        {
+            int64_t r0, r1;
+            split_range(g.M, omp_get_num_threads(), omp_get_thread_num(), &r0, &r1);
+            gemm_narrow_avx2(r1 - r0, g.N, g.K, g.A + r0 * g.lda, g.lda, bt, ldbt,
+                             g.C + r0 * g.ldc, g.ldc, g.alpha, g.beta);
+        }
+        return TT_OK;
+#endif
+    }
+    gemm_narrow_avx2(g.M, g.N, g.K, g.A, g.lda, bt, ldbt, g.C, g.ldc, g.alpha, g.beta);
+    return TT_OK;
+}
+#endif
+
+/* The kernel-path report of one tt_sgemm call: "sgemm:<isa>", or "sgemm:avx2:narrow" when
+ * the narrow path (no packing, no tiles) will run, so tests can tell which code ran. */
+const char *gemm_path(tt_isa isa, const GemmArgs &g, const GemmMicroKernel *uk) {
+#if defined(TT_HAVE_AVX2_KERNELS)
+    if (use_narrow(g, uk)) return "sgemm:avx2:narrow";
+#endif
+    return path_name(isa, false);
+}
+
 /* One GEMM on up to `threads` threads. Arguments are already checked. Returns
  * TT_ERR_OUT_OF_MEMORY without recording a message (the caller's thread must do it). */
 tt_status run_gemm(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
@@ -411,10 +465,14 @@ tt_status run_gemm(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
 
     const double work = (double)g.M * (double)g.N * (double)g.K;
     const int64_t tiles = ceil_div(g.M, uk->mr) * ceil_div(std::min(g.N, b.nc), uk->nr);
-    int nt = threads;
-    if (work < (double)TT_GEMM_PARALLEL_MIN_FLOPS) nt = 1;
-    if (nt > tiles) nt = (int)std::max<int64_t>(1, tiles);
+    /* Each thread must get enough work to pay for waking it and for the barriers. */
+    int nt = (int)std::min<double>(threads, work / (double)TT_GEMM_MIN_FLOPS_PER_THREAD);
+    if (nt > tiles) nt = (int)tiles;
+    if (nt < 1) nt = 1;
 
+#if defined(TT_HAVE_AVX2_KERNELS)
+    if (use_narrow(g, uk)) return run_narrow(g, (int)std::min<int64_t>(nt, g.M));
+#endif
     float *packed_b = tls_pack_b.reserve(b_floats);
     if (packed_b == nullptr) return TT_ERR_OUT_OF_MEMORY;
     if (nt == 1) {
@@ -468,8 +526,9 @@ extern "C" TT_API tt_status tt_sgemm(int transA, int transB, int64_t M, int64_t 
     tt_status st = tt::gemm_check_args(kFn, g);
     if (st != TT_OK) return st;
     const tt_isa isa = tt::active_isa();
-    tt::set_kernel_path(tt::path_name(isa, false));
-    st = tt::run_gemm(g, tt::kernel_for(isa), tt::num_threads());
+    const tt::GemmMicroKernel *uk = tt::kernel_for(isa);
+    tt::set_kernel_path(tt::gemm_path(isa, g, uk));
+    st = tt::run_gemm(g, uk, tt::num_threads());
     return st == TT_OK ? TT_OK : tt::out_of_memory(kFn, g);
 }
 
@@ -532,7 +591,8 @@ extern "C" TT_API tt_status tt_sgemm_strided_batched(
     };
 
     const double work = (double)M * (double)N * (double)K * (double)batch;
-    if (threads > 1 && batch >= threads && work >= (double)TT_GEMM_PARALLEL_MIN_FLOPS) {
+    if (threads > 1 && batch >= threads &&
+        work >= (double)TT_GEMM_MIN_FLOPS_PER_THREAD * threads) {
 #if defined(TT_HAVE_OPENMP)
         /* Enough matrices to keep every thread busy: one whole matrix per thread. */
         int failed = 0;

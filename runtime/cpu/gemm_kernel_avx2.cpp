@@ -10,8 +10,15 @@
  * both FMA pipes busy (12 independent chains cover the 4-5 cycle FMA latency of two
  * pipes) without spilling. The k loop is unrolled by 4; the B sliver is L1-resident
  * (the driver's blocking), A slivers come from L2 and are prefetched a few k ahead.
+ *
+ * gemm_narrow_avx2 serves results only a few columns wide (N = 10 classes), where a
+ * 16-wide tile would mostly compute padding and packing A would cost as much as the
+ * arithmetic: each C element is a dot product of a row of A with a row of B^T, both
+ * contiguous in k, two rows x four columns at a time (8 accumulators, 6 loads per 8 FMAs).
  */
 #include <immintrin.h>
+
+#include <algorithm>
 
 #include "cpu/gemm_kernels.h"
 
@@ -175,9 +182,70 @@ void pack_rows_avx2(const float *src, int64_t ld, int rows, int64_t klen, float 
     }
 }
 
+/* Sum of the eight lanes. */
+inline float hsum(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* R rows of A against up to 4 rows of bt (cols of them valid), as dot products over k.
+ * The k tail uses masked loads, which never touch memory past the masked-off lanes. */
+template <int R>
+void narrow_block(int64_t K, const float *a, int64_t lda, const float *bt, int64_t ldbt, int cols,
+                  float *c, int64_t ldc, float alpha, float beta) {
+    const float *brow[4];
+    for (int j = 0; j < 4; ++j) brow[j] = bt + std::min(j, cols - 1) * ldbt; /* pad: reuse */
+    __m256 acc[R][4];
+    for (int r = 0; r < R; ++r)
+        for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 av[R];
+        for (int r = 0; r < R; ++r) av[r] = _mm256_loadu_ps(a + r * lda + k);
+        for (int j = 0; j < 4; ++j) {
+            const __m256 bv = _mm256_loadu_ps(brow[j] + k);
+            for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(av[r], bv, acc[r][j]);
+        }
+    }
+    if (k < K) {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(K - k)), lane);
+        __m256 av[R];
+        for (int r = 0; r < R; ++r) av[r] = _mm256_maskload_ps(a + r * lda + k, mask);
+        for (int j = 0; j < 4; ++j) {
+            const __m256 bv = _mm256_maskload_ps(brow[j] + k, mask);
+            for (int r = 0; r < R; ++r) acc[r][j] = _mm256_fmadd_ps(av[r], bv, acc[r][j]);
+        }
+    }
+    for (int r = 0; r < R; ++r)
+        for (int j = 0; j < cols; ++j) {
+            const float v = alpha * hsum(acc[r][j]);
+            float *cij = c + r * ldc + j;
+            *cij = (beta == 0.0f) ? v : v + beta * *cij;
+        }
+}
+
 }  // namespace
 
 namespace tt {
+
+void gemm_narrow_avx2(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                      const float *bt, int64_t ldbt, float *c, int64_t ldc, float alpha,
+                      float beta) {
+    /* Rows outer: two rows of A stay in L1 while all of B^T (small) passes by. */
+    int64_t i = 0;
+    for (; i + 2 <= M; i += 2)
+        for (int64_t j = 0; j < N; j += 4)
+            narrow_block<2>(K, a + i * lda, lda, bt + j * ldbt, ldbt,
+                            (int)std::min<int64_t>(4, N - j), c + i * ldc + j, ldc, alpha, beta);
+    if (i < M)
+        for (int64_t j = 0; j < N; j += 4)
+            narrow_block<1>(K, a + i * lda, lda, bt + j * ldbt, ldbt,
+                            (int)std::min<int64_t>(4, N - j), c + i * ldc + j, ldc, alpha, beta);
+}
+
 const GemmMicroKernel kGemmKernelAvx2 = {"avx2", MR, NR, gemm_ukernel_avx2_6x16,
                                          pack_rows_avx2<MR>, pack_rows_avx2<NR>};
 }  // namespace tt

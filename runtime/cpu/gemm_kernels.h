@@ -51,6 +51,13 @@ constexpr int kGemmMaxNR = 32;
 extern const GemmMicroKernel kGemmKernelScalar;
 #if defined(TT_HAVE_AVX2_KERNELS)
 extern const GemmMicroKernel kGemmKernelAvx2;
+/* Narrow results without packing: for i < M, j < N (N small, any value),
+ *     C[i][j] = alpha * sum_{k < K} a[i*lda + k] * bt[j*ldbt + k]  +  beta * C[i][j]
+ * i.e. op(A) row-major and op(B) given as its transpose B^T (N x K, rows contiguous in
+ * k); beta == 0 never reads C. Used by the driver for the AVX2 kernel when N is tiny. */
+void gemm_narrow_avx2(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                      const float *bt, int64_t ldbt, float *c, int64_t ldc, float alpha,
+                      float beta);
 #endif
 #if defined(TT_HAVE_AVX512_KERNELS)
 extern const GemmMicroKernel kGemmKernelAvx512;

@@ -40,6 +40,13 @@ def isa() -> str:
     return native.isa()
 
 
+def expected_gemm_path(m, n, k, trans_a):
+    """The runtime's report for one float32 GEMM: results at most 12 columns wide with op(A)
+    row-major and a small B take the AVX2 narrow path (dot products, no packing)."""
+    narrow = isa() == "avx2" and not trans_a and m > 0 and k > 0 and 1 <= n <= 12 and k <= 65536 // n
+    return f"native:sgemm:{isa()}" + (":narrow" if narrow else "")
+
+
 def assert_close_gemm(got, a_op, b_op):
     a64, b64 = a_op.astype(np.float64), b_op.astype(np.float64)
     want = a64 @ b64
@@ -66,7 +73,7 @@ def test_gemm_matches_float64(m, n, k, trans_a, trans_b, threads):
     got = acc.gemm(a, b, trans_a, trans_b)
     assert_close_gemm(got, a_op, b_op)
     if m * n * k >= acc.NATIVE_MIN_GEMM_WORK:
-        assert acc.last_path() == f"native:sgemm:{isa()}"
+        assert acc.last_path() == expected_gemm_path(m, n, k, trans_a)
 
 
 def test_beta_zero_ignores_nan_in_out(threads):
@@ -137,7 +144,8 @@ def test_matmul_batched_and_broadcast(shape_a, shape_b, threads):
     bound = (k + 4) * 2.0 ** -23 * np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
     assert got.shape == want.shape and got.dtype == np.float32
     assert np.all(np.abs(got - want) <= bound + 1e-30)
-    assert acc.last_path().startswith("native:sgemm") and acc.last_path().endswith(":" + isa())
+    kind, path_isa = acc.last_path().split(":")[1:3]
+    assert kind in ("sgemm", "sgemm_strided_batched") and path_isa == isa(), acc.last_path()
 
 
 def test_batched_swapped_views_use_transpose_flags(threads):
@@ -197,3 +205,27 @@ def test_bad_leading_dimension_from_python_names_the_argument():
     with pytest.raises(ValueError, match="batch=-1"):
         _native.check(_native.lib.tt_sgemm_strided_batched(0, 0, 3, 3, 4, 1.0, f(a), 4, 0, f(a), 3,
                                                            0, 0.0, f(c), 3, 9, -1))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 10, 12])
+@pytest.mark.parametrize("k", [1, 7, 8, 9, 131, 784])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_narrow_results_with_beta_and_padding(n, k, trans_b, threads):
+    """Results 12 or fewer columns wide (classifier heads): K tails that are not a multiple
+    of 8, B read in place or transposed, beta != 0, ldc > N, row-split across threads."""
+    m = 37
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b_op = RNG.standard_normal((k, n)).astype(np.float32)
+    b = np.ascontiguousarray(b_op.T) if trans_b else b_op
+    c_full = RNG.standard_normal((m, n + 3)).astype(np.float32)
+    c0 = c_full.copy()
+    from tinytorch import _native
+    f = _native.f32_ptr
+    _native.check(_native.lib.tt_sgemm(0, int(trans_b), m, n, k, 0.5, f(a), k, f(b), k if trans_b else n,
+                                       -1.5, f(c_full), n + 3))
+    assert _native.last_kernel_path() == expected_gemm_path(m, n, k, False).split(":", 1)[1]
+    want = 0.5 * (a.astype(np.float64) @ b_op.astype(np.float64)) - 1.5 * c0[:, :n].astype(np.float64)
+    bound = (k + 4) * 2.0 ** -23 * (0.5 * np.abs(a.astype(np.float64)) @ np.abs(b_op.astype(np.float64))
+                                    + 1.5 * np.abs(c0[:, :n])) + 1e-30
+    assert np.all(np.abs(c_full[:, :n] - want) <= bound)
+    assert np.array_equal(c_full[:, n:], c0[:, n:])  # the padding columns are untouched
