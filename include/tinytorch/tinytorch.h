@@ -15,10 +15,15 @@
  *   - Sizes, strides and offsets are int64_t, counted in elements (not bytes)
  *     unless the name says bytes. Size arithmetic is overflow-checked.
  *   - Opaque handles end in _t. Constructors are tt_<noun>_create, destructors
- *     tt_<noun>_free (or _release for reference-counted storage). A freed handle
- *     passed back in is detected and refused with TT_ERR_INVALID_HANDLE: the
- *     library keeps a registry of live handles and never dereferences one it
- *     does not know.
+ *     tt_<noun>_free (or _release for reference-counted storage). A handle is a
+ *     token, not an address: tokens are never reused, so a freed handle passed
+ *     back in is always refused with TT_ERR_INVALID_HANDLE (also after new
+ *     objects were created in its memory), and so is a handle of the wrong kind
+ *     (a storage where a tensor is expected). The library never dereferences a
+ *     handle it does not know.
+ *   - Enumerations (tt_status, tt_isa, tt_dtype) are passed in as int and
+ *     validated: an out-of-range value is refused (or named "unknown"), never
+ *     loaded as an enum.
  *   - Matrices are row-major. Buffers passed to kernels are plain pointers; the
  *     caller keeps them alive for the duration of the call.
  *
@@ -67,7 +72,7 @@ typedef enum tt_status {
 } tt_status;
 
 /* Name of a status ("TT_OK", "TT_ERR_SHAPE_MISMATCH", ...). Never NULL. */
-TT_API const char *tt_status_string(tt_status status);
+TT_API const char *tt_status_string(int status);
 
 /* Message describing the most recent failure on the calling thread ("" if
  * none). The pointer stays valid until the next tinytorch call on this thread. */
@@ -98,13 +103,13 @@ typedef enum tt_isa {
 } tt_isa;
 
 /* "scalar", "avx2", "avx512", "neon"; "unknown" for anything else. */
-TT_API const char *tt_isa_name(tt_isa isa);
+TT_API const char *tt_isa_name(int isa);
 
-/* 1 if this build contains kernels for isa, else 0. */
-TT_API int tt_isa_compiled(tt_isa isa);
+/* 1 if this build contains kernels for isa, else 0 (also for values that are no tt_isa). */
+TT_API int tt_isa_compiled(int isa);
 
 /* 1 if the running CPU (and OS, for register state) supports isa, else 0. */
-TT_API int tt_isa_supported(tt_isa isa);
+TT_API int tt_isa_supported(int isa);
 
 /* The instruction set kernels use now. At load time it is the best one that is
  * both compiled and supported, or the one named by the environment variable
@@ -116,7 +121,7 @@ TT_API tt_isa tt_isa_active(void);
 /* Choose the ISA for all later kernel calls. Refuses (TT_ERR_UNSUPPORTED, with a
  * message) an ISA that is not compiled in or that the CPU lacks: the library
  * never executes an instruction the CPU does not have. */
-TT_API tt_status tt_set_isa(tt_isa isa);
+TT_API tt_status tt_set_isa(int isa);
 
 /* Parse "scalar", "avx2", "avx512" or "neon" (case-insensitive). */
 TT_API tt_status tt_isa_from_name(const char *name, tt_isa *out);
@@ -125,8 +130,13 @@ TT_API tt_status tt_isa_from_name(const char *name, tt_isa *out);
  * was honoured or not set. */
 TT_API const char *tt_isa_env_error(void);
 
-/* Threads used by kernels (OpenMP). n >= 1. The default is OMP_NUM_THREADS
- * when set, else the number of processors. Without OpenMP it is always 1. */
+/* Threads used by kernels (OpenMP): 1 <= n <= TT_MAX_THREADS, else
+ * TT_ERR_INVALID_ARGUMENT (a count the OpenMP runtime cannot create would make it
+ * end the process). The default is OMP_NUM_THREADS when it is set and in range
+ * (larger values are clamped to TT_MAX_THREADS), else the number of processors.
+ * A kernel uses at most the OpenMP thread limit (OMP_THREAD_LIMIT). Without
+ * OpenMP it is always 1. */
+#define TT_MAX_THREADS 256
 TT_API tt_status tt_set_num_threads(int n);
 TT_API int tt_get_num_threads(void);
 
@@ -136,19 +146,29 @@ TT_API int tt_get_num_threads(void);
 
 typedef struct tt_storage tt_storage_t;
 
-/* Allocate nbytes (>= 0) of zeroed memory aligned to TT_ALIGNMENT bytes, with a
- * reference count of 1. nbytes == 0 gives a valid storage with a non-NULL,
- * aligned data pointer that must not be dereferenced. */
+/* Allocate nbytes (>= 0) of zeroed memory aligned to TT_ALIGNMENT bytes. The
+ * caller owns one reference. nbytes == 0 gives a valid storage with a non-NULL,
+ * aligned data pointer that must not be dereferenced.
+ *
+ * Who owns what: a storage counts caller references and tensor references apart.
+ * tt_storage_create gives the caller one reference and tt_storage_retain one
+ * more; each is given back with tt_storage_release. Tensor descriptors hold their
+ * own references (tt_tensor_create, tt_tensor_from_storage and every view take
+ * one; tt_tensor_free drops it). The memory is freed when no reference of
+ * either kind is left, and then the handle is invalid. No other call returns a
+ * reference: tt_tensor_storage lends the handle, valid while the tensor lives. */
 #define TT_ALIGNMENT 64
 TT_API tt_status tt_storage_create(int64_t nbytes, tt_storage_t **out);
 
-/* Add / drop one reference. The memory is freed when the count reaches 0;
- * after that the handle is invalid. */
+/* Add / give back one caller reference. Releasing a storage on which the caller
+ * holds no reference (for example one only lent by tt_tensor_storage) is refused
+ * with TT_ERR_INVALID_ARGUMENT, so it can never free memory a tensor still uses. */
 TT_API tt_status tt_storage_retain(tt_storage_t *storage);
 TT_API tt_status tt_storage_release(tt_storage_t *storage);
 
 TT_API tt_status tt_storage_data(const tt_storage_t *storage, void **out);
 TT_API tt_status tt_storage_nbytes(const tt_storage_t *storage, int64_t *out);
+/* All references: the caller's plus one per tensor descriptor over it. */
 TT_API tt_status tt_storage_refcount(const tt_storage_t *storage, int64_t *out);
 
 /* Process-wide counters over storage allocations (thread-safe). */
@@ -180,20 +200,25 @@ typedef enum tt_dtype {
 
 typedef struct tt_tensor tt_tensor_t;
 
-/* Bytes per element of dtype (0 for an unknown dtype). */
-TT_API int64_t tt_dtype_size(tt_dtype dtype);
-TT_API const char *tt_dtype_name(tt_dtype dtype);
+/* Bytes per element of dtype (0 for an unknown dtype); its name ("unknown"). */
+TT_API int64_t tt_dtype_size(int dtype);
+TT_API const char *tt_dtype_name(int dtype);
 
 /* New contiguous, zero-filled tensor with its own storage.
- * 0 <= ndim <= TT_MAX_DIMS; every shape[i] >= 0; shape may be NULL when ndim == 0. */
-TT_API tt_status tt_tensor_create(tt_dtype dtype, int ndim, const int64_t *shape,
+ * 0 <= ndim <= TT_MAX_DIMS; every shape[i] >= 0; shape may be NULL when ndim == 0.
+ * The product of the sizes, each counted as at least 1, times the element size must
+ * fit in int64 (else TT_ERR_OVERFLOW): {0, 2^62, 4} is refused like {2^62, 4, 0},
+ * since its strides would overflow. The same rule holds for every shape below. */
+TT_API tt_status tt_tensor_create(int dtype, int ndim, const int64_t *shape,
                                   tt_tensor_t **out);
 
-/* Descriptor over existing storage (the storage gains a reference).
+/* Descriptor over existing storage (the storage gains a tensor reference).
  * strides == NULL means contiguous row-major. Every element the descriptor can
- * address must lie inside the storage, else TT_ERR_INVALID_ARGUMENT.
- * Negative strides are not supported. */
-TT_API tt_status tt_tensor_from_storage(tt_storage_t *storage, tt_dtype dtype, int ndim,
+ * address must lie inside the storage, else TT_ERR_INVALID_ARGUMENT; a view with
+ * no elements must still have offset * itemsize <= the storage's bytes. The span
+ * offset + sum of (shape[i] - 1) * strides[i] over the non-empty dimensions, in
+ * bytes, must fit in int64 (TT_ERR_OVERFLOW). Negative strides are not supported. */
+TT_API tt_status tt_tensor_from_storage(tt_storage_t *storage, int dtype, int ndim,
                                         const int64_t *shape, const int64_t *strides,
                                         int64_t offset, tt_tensor_t **out);
 
@@ -205,7 +230,10 @@ TT_API tt_status tt_tensor_reshape(const tt_tensor_t *t, int ndim, const int64_t
 TT_API tt_status tt_tensor_transpose(const tt_tensor_t *t, int dim0, int dim1,
                                      tt_tensor_t **out);
 /* Python-style slice start:stop:step of one dimension, 0 <= start <= stop <= size,
- * step >= 1 (bounds are not clamped: out of range is an error). */
+ * step >= 1 (bounds are not clamped: out of range is an error). The new size is
+ * ceil((stop - start) / step) for any step, up to INT64_MAX; the new stride is
+ * stride * step, except that a dimension of size <= 1 keeps the old stride. A view
+ * with no elements keeps the source's offset. */
 TT_API tt_status tt_tensor_slice(const tt_tensor_t *t, int dim, int64_t start, int64_t stop,
                                  int64_t step, tt_tensor_t **out);
 
@@ -222,6 +250,8 @@ TT_API tt_status tt_tensor_offset(const tt_tensor_t *t, int64_t *out);
 TT_API tt_status tt_tensor_numel(const tt_tensor_t *t, int64_t *out);
 /* Address of element [0, 0, ...] (storage data + offset * itemsize). */
 TT_API tt_status tt_tensor_data(const tt_tensor_t *t, void **out);
+/* The storage under t, lent without a reference: valid while t lives. Call
+ * tt_storage_retain to keep it (and tt_storage_release for that reference). */
 TT_API tt_status tt_tensor_storage(const tt_tensor_t *t, tt_storage_t **out);
 
 /* ------------------------------------------------------------------------ */
@@ -232,7 +262,8 @@ TT_API tt_status tt_tensor_storage(const tt_tensor_t *t, tt_storage_t **out);
  *   C = alpha * op(A) @ op(B) + beta * C
  * op(A) is M x K: A is stored M x K (lda >= K) when transA == 0, or K x M
  * (lda >= M) when transA != 0. op(B) is K x N: B is K x N (ldb >= N) or N x K
- * (ldb >= K). C is M x N with ldc >= N. When beta == 0, C is not read (NaN in
+ * (ldb >= K). C is M x N with ldc >= N. (So a leading dimension may be 0 when the
+ * matrix has 0 columns.) When beta == 0, C is not read (NaN in
  * C does not propagate). M, N or K == 0 is valid (K == 0 scales C by beta).
  * Pointers may be NULL only when the matrix they describe has no elements.
  * Uses the active ISA and the configured thread count. */
@@ -249,7 +280,10 @@ TT_API tt_status tt_sgemm_reference(int transA, int transB, int64_t M, int64_t N
                                     float beta, float *C, int64_t ldc);
 
 /* batch independent GEMMs; matrix i uses A + i*strideA, B + i*strideB,
- * C + i*strideC (strides in elements, >= 0; the C matrices must not overlap). */
+ * C + i*strideC (strides in elements, >= 0; the C matrices must not overlap).
+ * The last matrix of each non-empty operand must be addressable in int64 bytes
+ * (TT_ERR_OVERFLOW); an operand with no elements (K == 0 for A and B) is never
+ * read and its stride is not used. */
 TT_API tt_status tt_sgemm_strided_batched(int transA, int transB, int64_t M, int64_t N,
                                           int64_t K, float alpha,
                                           const float *A, int64_t lda, int64_t strideA,
@@ -260,13 +294,17 @@ TT_API tt_status tt_sgemm_strided_batched(int transA, int transB, int64_t M, int
 /* Fused bias + GELU, tanh approximation:
  *   u = x + bias[j]      (bias may be NULL: u = x)
  *   y = 0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3)))
- * x and y are rows x cols, contiguous (y may equal x); bias has cols entries. */
+ * x and y are rows x cols, contiguous (y may equal x, but not partly overlap it);
+ * bias has cols entries and must not overlap y (TT_ERR_INVALID_ARGUMENT): y is
+ * written while later rows still read bias. The reference checks the same. */
 TT_API tt_status tt_bias_gelu_forward(const float *x, const float *bias, float *y,
                                       int64_t rows, int64_t cols);
 
 /* Backward of the above: grad_x = grad_y * gelu'(u);
  * grad_bias[j] = sum over rows of grad_x[:, j] (grad_bias may be NULL; it is
- * overwritten, not accumulated). grad_x may equal grad_y. */
+ * overwritten, not accumulated). grad_x may equal grad_y or x, but not partly
+ * overlap either, and must not overlap bias; grad_bias must overlap none of x,
+ * bias, grad_y and grad_x (TT_ERR_INVALID_ARGUMENT). */
 TT_API tt_status tt_bias_gelu_backward(const float *x, const float *bias, const float *grad_y,
                                        float *grad_x, float *grad_bias,
                                        int64_t rows, int64_t cols);

@@ -14,7 +14,7 @@
 namespace {
 thread_local std::string g_info;
 
-std::string isa_list(int (*pred)(tt_isa)) {
+std::string isa_list(int (*pred)(int)) {
     std::string out = "[";
     const tt_isa all[] = {TT_ISA_SCALAR, TT_ISA_AVX2, TT_ISA_AVX512, TT_ISA_NEON};
     bool first = true;

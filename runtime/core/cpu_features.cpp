@@ -72,7 +72,7 @@ const Features &features() {
     return f;
 }
 
-bool compiled(tt_isa isa) {
+bool compiled(int isa) {
     switch (isa) {
         case TT_ISA_SCALAR: return true;
 #ifdef TT_HAVE_AVX2_KERNELS
@@ -88,7 +88,7 @@ bool compiled(tt_isa isa) {
     }
 }
 
-bool supported(tt_isa isa) {
+bool supported(int isa) {
     const Features &f = features();
     switch (isa) {
         case TT_ISA_SCALAR: return true;
@@ -145,8 +145,10 @@ std::atomic<int> &active_slot() {
 int default_threads() {
 #ifdef TT_HAVE_OPENMP
     const char *env = std::getenv("OMP_NUM_THREADS");
-    if (env && std::atoi(env) > 0) return std::atoi(env);
-    return omp_get_num_procs() > 0 ? omp_get_num_procs() : 1;
+    const long n = env ? std::strtol(env, nullptr, 10) : 0;  // "4,2" (nested lists) reads as 4
+    if (n > 0) return n > TT_MAX_THREADS ? TT_MAX_THREADS : (int)n;
+    const int procs = omp_get_num_procs();
+    return procs < 1 ? 1 : (procs > TT_MAX_THREADS ? TT_MAX_THREADS : procs);
 #else
     return 1;
 #endif
@@ -161,12 +163,24 @@ std::atomic<int> &threads_slot() {
 
 namespace tt {
 tt_isa active_isa() { return (tt_isa)active_slot().load(std::memory_order_relaxed); }
-int num_threads() { return threads_slot().load(std::memory_order_relaxed); }
+
+int num_threads() {
+    const int n = threads_slot().load(std::memory_order_relaxed);
+#ifdef TT_HAVE_OPENMP
+    // Never ask OpenMP for more threads than OMP_THREAD_LIMIT allows.
+    const int limit = omp_get_thread_limit();
+    return limit > 0 && n > limit ? limit : n;
+#else
+    return n;
+#endif
+}
+
+bool cpu_has_f16c() { return features().f16c; }
 }  // namespace tt
 
 extern "C" {
 
-TT_API const char *tt_isa_name(tt_isa isa) {
+TT_API const char *tt_isa_name(int isa) {
     switch (isa) {
         case TT_ISA_SCALAR: return "scalar";
         case TT_ISA_AVX2: return "avx2";
@@ -176,8 +190,8 @@ TT_API const char *tt_isa_name(tt_isa isa) {
     return "unknown";
 }
 
-TT_API int tt_isa_compiled(tt_isa isa) { return compiled(isa) ? 1 : 0; }
-TT_API int tt_isa_supported(tt_isa isa) { return supported(isa) ? 1 : 0; }
+TT_API int tt_isa_compiled(int isa) { return compiled(isa) ? 1 : 0; }
+TT_API int tt_isa_supported(int isa) { return supported(isa) ? 1 : 0; }
 TT_API tt_isa tt_isa_active(void) { return tt::active_isa(); }
 
 TT_API tt_status tt_isa_from_name(const char *name, tt_isa *out) {
@@ -199,16 +213,16 @@ TT_API tt_status tt_isa_from_name(const char *name, tt_isa *out) {
                     "tt_isa_from_name: '%.32s' is not one of scalar, avx2, avx512, neon", name);
 }
 
-TT_API tt_status tt_set_isa(tt_isa isa) {
-    if ((int)isa < TT_ISA_SCALAR || (int)isa > TT_ISA_NEON)
-        return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_set_isa: isa=%d is not a tt_isa value", (int)isa);
+TT_API tt_status tt_set_isa(int isa) {
+    if (isa < TT_ISA_SCALAR || isa > TT_ISA_NEON)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_set_isa: isa=%d is not a tt_isa value", isa);
     if (!compiled(isa))
         return tt::fail(TT_ERR_UNSUPPORTED, "tt_set_isa: this build has no %s kernels",
                         tt_isa_name(isa));
     if (!supported(isa))
         return tt::fail(TT_ERR_UNSUPPORTED, "tt_set_isa: this CPU does not support %s",
                         tt_isa_name(isa));
-    active_slot().store((int)isa);
+    active_slot().store(isa);
     return TT_OK;
 }
 
@@ -218,7 +232,9 @@ TT_API const char *tt_isa_env_error(void) {
 }
 
 TT_API tt_status tt_set_num_threads(int n) {
-    if (n < 1) return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_set_num_threads: n=%d must be >= 1", n);
+    if (n < 1 || n > TT_MAX_THREADS)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_set_num_threads: n=%d is outside 1..%d", n,
+                        TT_MAX_THREADS);
 #ifdef TT_HAVE_OPENMP
     threads_slot().store(n);
 #else

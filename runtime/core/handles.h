@@ -1,37 +1,57 @@
 /*
- * handles.h -- private: the registry of live handles.
+ * handles.h -- private: the tables that turn public handles into objects.
  *
- * Every storage and tensor handle the library gives out is registered here and
- * removed when freed. Public functions look a handle up before touching it, so a
- * freed (or never-created) pointer passed back in is refused with
- * TT_ERR_INVALID_HANDLE instead of being dereferenced. If the allocator reuses
- * an address for a new object, the stale pointer aliases the new object: that
- * case is not detectable, which is why the header says "where detectable".
+ * A handle the library gives out (tt_storage_t *, tt_tensor_t *) is not the address
+ * of the object: it is a token, a number drawn from one process-wide counter that
+ * never repeats, shaped like an aligned non-NULL pointer. Each table maps live tokens
+ * to objects. Public functions look the token up before touching anything, so a
+ * freed handle is refused with TT_ERR_INVALID_HANDLE even after the allocator has
+ * reused the object's memory for a new one (the new one has a new token), and a
+ * storage handle passed where a tensor is expected is refused too (the counter is
+ * shared, so the two tables never hold the same token).
+ *
+ * Looking a token up takes the table's mutex; the returned object stays valid until
+ * the caller (or another thread misusing the same handle) frees it.
  */
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <mutex>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace tt {
 
-class HandleRegistry {
+/* A fresh token: 64 * (a counter that starts at 1 and never repeats in practice). */
+inline uintptr_t next_handle_token() {
+    static std::atomic<uintptr_t> counter{1};
+    return counter.fetch_add(1, std::memory_order_relaxed) * 64;
+}
+
+template <class Object>
+class HandleTable {
 public:
-    void add(const void *p) {
+    /* Register obj under a new token and return the token. */
+    uintptr_t add(Object *obj) {
+        const uintptr_t token = next_handle_token();
         std::lock_guard<std::mutex> lock(mu_);
-        live_.insert(p);
+        live_[token] = obj;
+        return token;
     }
-    void remove(const void *p) {
+    /* The object behind a live token, or nullptr. */
+    Object *lookup(const void *handle) {
         std::lock_guard<std::mutex> lock(mu_);
-        live_.erase(p);
+        auto it = live_.find(reinterpret_cast<uintptr_t>(handle));
+        return it == live_.end() ? nullptr : it->second;
     }
-    bool contains(const void *p) {
+    /* Unregister a token; later lookups of it fail. */
+    void remove(uintptr_t token) {
         std::lock_guard<std::mutex> lock(mu_);
-        return live_.count(p) != 0;
+        live_.erase(token);
     }
 
 private:
     std::mutex mu_;
-    std::unordered_set<const void *> live_;
+    std::unordered_map<uintptr_t, Object *> live_;
 };
 
 }  // namespace tt

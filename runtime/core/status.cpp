@@ -38,7 +38,7 @@ void set_kernel_path(const char *path) {
 
 extern "C" {
 
-TT_API const char *tt_status_string(tt_status status) {
+TT_API const char *tt_status_string(int status) {
     switch (status) {
         case TT_OK: return "TT_OK";
         case TT_ERR_NULL_POINTER: return "TT_ERR_NULL_POINTER";

@@ -82,17 +82,16 @@ const GeluRowKernels kGeluScalar = {"bias_gelu_forward:scalar", "bias_gelu_backw
 
 namespace {
 
-bool ranges_overlap(const float *a, const float *b, int64_t n) {
+/* [a, a + na) and [b, b + nb) share a float (lengths are checked sizes). */
+bool ranges_overlap(const float *a, int64_t na, const float *b, int64_t nb) {
     const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-    const auto bytes = static_cast<uintptr_t>(n) * sizeof(float);
-    return pa < pb + bytes && pb < pa + bytes;
+    return pa < pb + (uintptr_t)nb * sizeof(float) && pb < pa + (uintptr_t)na * sizeof(float);
 }
 
 }  // namespace
 
-tt_status bias_gelu_check(const char *fn, bool backward, const float *x, const float *grad_y,
-                          const float *out, int64_t rows, int64_t cols) {
-    const char *out_name = backward ? "grad_x" : "y";
+tt_status bias_gelu_check(const char *fn, const GeluBuffers &b, int64_t rows, int64_t cols) {
+    const char *out_name = b.backward ? "grad_x" : "y";
     if (rows < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: rows=%lld is negative", fn, (long long)rows);
     if (cols < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: cols=%lld is negative", fn, (long long)cols);
     int64_t n = 0, bytes = 0;
@@ -100,21 +99,32 @@ tt_status bias_gelu_check(const char *fn, bool backward, const float *x, const f
         return fail(TT_ERR_OVERFLOW, "%s: rows=%lld x cols=%lld floats overflow int64 bytes", fn,
                     (long long)rows, (long long)cols);
     if (n == 0) return TT_OK;
-    if (x == nullptr)
+    if (b.x == nullptr)
         return fail(TT_ERR_NULL_POINTER, "%s: x is NULL but rows x cols = %lld x %lld", fn,
                     (long long)rows, (long long)cols);
-    if (out == nullptr)
+    if (b.out == nullptr)
         return fail(TT_ERR_NULL_POINTER, "%s: %s is NULL but rows x cols = %lld x %lld", fn,
                     out_name, (long long)rows, (long long)cols);
-    if (backward && grad_y == nullptr)
+    if (b.backward && b.grad_y == nullptr)
         return fail(TT_ERR_NULL_POINTER, "%s: grad_y is NULL but rows x cols = %lld x %lld", fn,
                     (long long)rows, (long long)cols);
-    if (backward && out != grad_y && ranges_overlap(out, grad_y, n))
+    /* The output may alias an input it reads element by element, nothing else. */
+    if (b.backward && b.out != b.grad_y && ranges_overlap(b.out, n, b.grad_y, n))
         return fail(TT_ERR_INVALID_ARGUMENT, "%s: grad_x partly overlaps grad_y (it may only equal it)",
                     fn);
-    if (out != x && ranges_overlap(out, x, n))
+    if (b.out != b.x && ranges_overlap(b.out, n, b.x, n))
         return fail(TT_ERR_INVALID_ARGUMENT, "%s: %s partly overlaps x (it may only equal it)", fn,
                     out_name);
+    if (b.bias && ranges_overlap(b.out, n, b.bias, cols))
+        return fail(TT_ERR_INVALID_ARGUMENT, "%s: %s overlaps bias (later rows still read bias)", fn,
+                    out_name);
+    if (b.grad_bias) {
+        const struct { const float *p; int64_t len; const char *name; } others[] = {
+            {b.x, n, "x"}, {b.bias, cols, "bias"}, {b.grad_y, n, "grad_y"}, {b.out, n, "grad_x"}};
+        for (const auto &o : others)
+            if (o.p && ranges_overlap(b.grad_bias, cols, o.p, o.len))
+                return fail(TT_ERR_INVALID_ARGUMENT, "%s: grad_bias overlaps %s", fn, o.name);
+    }
     return TT_OK;
 }
 
@@ -162,14 +172,8 @@ constexpr int64_t kColsumChunkRows = 64;
 extern "C" TT_API tt_status tt_bias_gelu_forward(const float *x, const float *bias, float *y,
                                                  int64_t rows, int64_t cols) {
     static const char *kFn = "tt_bias_gelu_forward";
-    tt_status st = tt::bias_gelu_check(kFn, false, x, nullptr, y, rows, cols);
+    tt_status st = tt::bias_gelu_check(kFn, {x, bias, nullptr, y, nullptr, false}, rows, cols);
     if (st != TT_OK) return st;
-    if (bias != nullptr && rows > 0 && cols > 0) {
-        const auto py = reinterpret_cast<uintptr_t>(y), pb = reinterpret_cast<uintptr_t>(bias);
-        if (py < pb + (uintptr_t)cols * sizeof(float) &&
-            pb < py + (uintptr_t)(rows * cols) * sizeof(float))
-            return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: y overlaps bias", kFn);
-    }
     const tt::GeluRowKernels &k = tt::kernels_for(tt::active_isa());
     tt::set_kernel_path(k.forward_path);
     if (rows == 0 || cols == 0) return TT_OK;
@@ -197,7 +201,7 @@ extern "C" TT_API tt_status tt_bias_gelu_backward(const float *x, const float *b
                                                   const float *grad_y, float *grad_x,
                                                   float *grad_bias, int64_t rows, int64_t cols) {
     static const char *kFn = "tt_bias_gelu_backward";
-    tt_status st = tt::bias_gelu_check(kFn, true, x, grad_y, grad_x, rows, cols);
+    tt_status st = tt::bias_gelu_check(kFn, {x, bias, grad_y, grad_x, grad_bias, true}, rows, cols);
     if (st != TT_OK) return st;
     const tt::GeluRowKernels &k = tt::kernels_for(tt::active_isa());
     tt::set_kernel_path(k.backward_path);

@@ -54,10 +54,18 @@ extern const GeluRowKernels kGeluAvx512;
 extern const GeluRowKernels kGeluNeon;
 #endif
 
+/* The buffers of one call: out is y (forward) or grad_x (backward). */
+struct GeluBuffers {
+    const float *x, *bias, *grad_y;
+    const float *out;
+    const float *grad_bias;
+    bool backward;
+};
+
 /* Shared argument checks of the fast and reference entry points: rows/cols >= 0, no
  * overflow of rows * cols bytes, non-NULL required buffers when there are elements, and
- * outputs that either equal an input or do not overlap it. grad_y is ignored for forward. */
-tt_status bias_gelu_check(const char *fn, bool backward, const float *x, const float *grad_y,
-                          const float *out, int64_t rows, int64_t cols);
+ * the overlap rules of the header (an output may equal an input it reads element by
+ * element; it never overlaps bias; grad_bias overlaps nothing). */
+tt_status bias_gelu_check(const char *fn, const GeluBuffers &buffers, int64_t rows, int64_t cols);
 
 }  // namespace tt

@@ -49,9 +49,11 @@ inline double bias_add(const float *x, const float *bias, int64_t j) {
 
 extern "C" TT_API tt_status tt_bias_gelu_forward_reference(const float *x, const float *bias,
                                                            float *y, int64_t rows, int64_t cols) {
-    tt_status st = tt::bias_gelu_check("tt_bias_gelu_forward_reference", false, x, nullptr, y, rows, cols);
+    tt_status st = tt::bias_gelu_check("tt_bias_gelu_forward_reference",
+                                       {x, bias, nullptr, y, nullptr, false}, rows, cols);
     if (st != TT_OK) return st;
     tt::set_kernel_path("bias_gelu_forward:reference");
+    if (cols == 0) return TT_OK;  // rows may be huge: do not loop over nothing
     for (int64_t r = 0; r < rows; ++r) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
@@ -65,9 +67,10 @@ extern "C" TT_API tt_status tt_bias_gelu_backward_reference(const float *x, cons
                                                             float *grad_bias, int64_t rows,
                                                             int64_t cols) {
     static const char *kFn = "tt_bias_gelu_backward_reference";
-    tt_status st = tt::bias_gelu_check(kFn, true, x, grad_y, grad_x, rows, cols);
+    tt_status st = tt::bias_gelu_check(kFn, {x, bias, grad_y, grad_x, grad_bias, true}, rows, cols);
     if (st != TT_OK) return st;
     tt::set_kernel_path("bias_gelu_backward:reference");
+    if (cols == 0) return TT_OK;  // rows may be huge: do not loop over nothing
     /* Column sums first, in double, from the unrounded products: grad_x may alias grad_y. */
     if (grad_bias) {
         for (int64_t j = 0; j < cols; ++j) {

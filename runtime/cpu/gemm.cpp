@@ -70,7 +70,7 @@ namespace {
 
 tt_status check_one_matrix(const char *fn, const char *name, const void *ptr, int64_t rows,
                            int64_t cols, int64_t ld, const char *ld_name, const char *shape_note) {
-    const int64_t min_ld = std::max<int64_t>(1, cols);
+    const int64_t min_ld = cols;  // the header's rule: ld >= cols (so 0 is fine for 0 columns)
     if (ld < min_ld)
         return fail(TT_ERR_INVALID_ARGUMENT,
                     "%s: %s=%lld is too small: %s is stored %lld x %lld (%s), so %s must be >= %lld",
@@ -286,6 +286,17 @@ void pack_b(const GemmArgs &g, const GemmMicroKernel &uk, int64_t p0, int64_t kl
 /* The blocked loop nest                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* A barrier of the current team, only when this GEMM has a team of its own. */
+inline void team_barrier(int nt) {
+#if defined(TT_HAVE_OPENMP)
+    if (nt > 1) {
+#pragma omp barrier
+    }
+#else
+    (void)nt;
+#endif
+}
+
 struct Blocking {
     const GemmMicroKernel *uk;
     int64_t mc, kc, nc;  /* block sizes, multiples of mr / nr */
@@ -321,8 +332,11 @@ void choose_grid(int nt, const GemmArgs &g, const Blocking &b, int *tm, int *tn)
     }
 }
 
-/* What thread `tid` of `nt` computes. Every thread of the team must call this (it
- * contains barriers); with nt == 1 the barriers are no-ops. */
+/* What thread `tid` of `nt` computes. With nt > 1 every thread of the team must call
+ * this (it contains barriers). With nt == 1 it must not reach a barrier: the caller may
+ * itself run inside a parallel region (one matrix per thread in the batched GEMM), and
+ * an orphaned barrier binds to that outer team, whose threads own different numbers of
+ * matrices and would wait for each other forever. */
 void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *packed_a, int tid,
                  int nt) {
     const GemmMicroKernel &uk = *b.uk;
@@ -350,9 +364,7 @@ void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *p
             int64_t pb0, pb1;
             split_range(n_panels, nt, tid, &pb0, &pb1);
             pack_b(g, uk, pc, klen, jc, nlen, pb0, pb1, packed_b);
-#if defined(TT_HAVE_OPENMP)
-#pragma omp barrier
-#endif
+            team_barrier(nt);
             const float beta = (kb == 0) ? g.beta : 1.0f;
             for (int64_t ic = m_begin; ic < m_end; ic += b.mc) {
                 const int64_t mlen = std::min(b.mc, m_end - ic);
@@ -394,9 +406,7 @@ void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *p
             }
             pc += klen;
             /* Nobody may repack B while another thread still reads it. */
-#if defined(TT_HAVE_OPENMP)
-#pragma omp barrier
-#endif
+            team_barrier(nt);
         }
     }
 }
@@ -582,10 +592,13 @@ extern "C" TT_API tt_status tt_sgemm_strided_batched(
     const tt::GemmMicroKernel *uk = tt::kernel_for(isa);
     const int threads = tt::num_threads();
 
+    /* An operand with no elements (K == 0) is never read: keep its pointer as given
+     * rather than stepping it by a stride nobody checked. */
+    const bool step_ab = K > 0;
     auto matrix = [&](int64_t i) {
         tt::GemmArgs gi = g;
-        gi.A = A ? A + i * strideA : nullptr;
-        gi.B = B ? B + i * strideB : nullptr;
+        gi.A = step_ab ? A + i * strideA : A;
+        gi.B = step_ab ? B + i * strideB : B;
         gi.C = C + i * strideC;
         return gi;
     };

@@ -50,7 +50,7 @@ void narrow_row(const float *src, uint16_t *dst, int64_t n, bool fast) {
 bool use_f16c() {
 #if defined(TT_HAVE_AVX2_KERNELS)
     // F16C is a separate CPUID bit; every AVX2 CPU we know has it, but check anyway.
-    return active_isa() != TT_ISA_SCALAR && __builtin_cpu_supports("f16c");
+    return active_isa() != TT_ISA_SCALAR && cpu_has_f16c();
 #else
     return false;
 #endif
@@ -66,6 +66,7 @@ bool widen(const uint16_t *src, int64_t rows, int64_t cols, int64_t ld, bool fas
     size_t n = (size_t)(rows * cols);
     out->reset(static_cast<float *>(std::malloc((n ? n : 1) * sizeof(float))));
     if (!*out) return false;
+    if (n == 0) return true;  // src may be NULL and ld anything: never index it
     for (int64_t r = 0; r < rows; ++r) widen_row(src + r * ld, out->get() + r * cols, cols, fast);
     return true;
 }

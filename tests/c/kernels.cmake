@@ -5,3 +5,7 @@ tt_add_c_test(test_gelu ${CMAKE_CURRENT_LIST_DIR}/test_gelu.c)
 # The tests run 2-thread kernels on a shared machine; passive waiting keeps a thread whose
 # partner was descheduled from spinning (the tests measure correctness, not speed).
 set_tests_properties(test_gemm test_gelu PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=passive")
+# Regressions of fuzzing findings (a deadlock and a hang among them): a timeout turns a
+# regression into a failure instead of a stalled suite.
+tt_add_c_test(test_reliability ${CMAKE_CURRENT_LIST_DIR}/test_reliability.c)
+set_tests_properties(test_reliability PROPERTIES TIMEOUT 60)
