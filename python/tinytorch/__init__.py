@@ -68,11 +68,16 @@ def __dir__():
 _fallback_threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or (os.cpu_count() or 1)
 
 
+MAX_THREADS = 256
+
+
 def set_num_threads(n: int) -> None:
     """Threads used by native kernels (default: OMP_NUM_THREADS when set, else all cores)."""
     global _fallback_threads
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"set_num_threads: n must be a positive int, got {n!r}")
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"set_num_threads: n must be an int, got {n!r}")
+    if not 1 <= n <= MAX_THREADS:  # the runtime's TT_MAX_THREADS: OpenMP cannot make absurd teams
+        raise ValueError(f"set_num_threads: n={n} is outside 1..{MAX_THREADS}")
     _fallback_threads = n
     if native.available():
         from . import _native

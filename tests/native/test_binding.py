@@ -136,8 +136,11 @@ def test_threads_control(lib):
     try:
         tinytorch.set_num_threads(1)
         assert tinytorch.get_num_threads() == 1 == lib.tt_get_num_threads()
-        for bad in (0, -1, 1.5, "2", True):
-            with pytest.raises(ValueError, match="positive int"):
+        for bad in (0, -1, 257):
+            with pytest.raises(ValueError, match="outside 1..256"):
+                tinytorch.set_num_threads(bad)
+        for bad in (1.5, "2", True):
+            with pytest.raises(TypeError, match="must be an int"):
                 tinytorch.set_num_threads(bad)
     finally:
         tinytorch.set_num_threads(before)
