@@ -22,11 +22,8 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/isa.h"
+#include "core/parallel.h"
 #include "cpu/bias_gelu_kernels.h"
-
-#if defined(TT_HAVE_OPENMP)
-#include <omp.h>
-#endif
 
 namespace tt {
 
@@ -156,12 +153,6 @@ int threads_for(int64_t rows, int64_t cols) {
     return (int)std::min<int64_t>(nt, rows);
 }
 
-inline void split_rows(int64_t rows, int parts, int index, int64_t *begin, int64_t *end) {
-    const int64_t base = rows / parts, extra = rows % parts;
-    *begin = index * base + std::min<int64_t>(index, extra);
-    *end = *begin + base + (index < extra ? 1 : 0);
-}
-
 /* Rows of grad_x summed in float before being added to the float64 column totals:
  * short enough that float rounding stays near eps, long enough to amortise the add. */
 constexpr int64_t kColsumChunkRows = 64;
@@ -178,22 +169,9 @@ extern "C" TT_API tt_status tt_bias_gelu_forward(const float *x, const float *bi
     tt::set_kernel_path(k.forward_path);
     if (rows == 0 || cols == 0) return TT_OK;
 
-    const int nt = tt::threads_for(rows, cols);
-    auto run = [&](int64_t r0, int64_t r1) {
+    tt::parallel_ranges(rows, tt::threads_for(rows, cols), [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) k.forward(x + r * cols, bias, y + r * cols, cols);
-    };
-    if (nt == 1) {
-        run(0, rows);
-        return TT_OK;
-    }
-#if defined(TT_HAVE_OPENMP)
-#pragma omp parallel num_threads(nt)
-    {
-        int64_t r0, r1;
-        tt::split_rows(rows, omp_get_num_threads(), omp_get_thread_num(), &r0, &r1);
-        run(r0, r1);
-    }
-#endif
+    });
     return TT_OK;
 }
 
@@ -213,22 +191,10 @@ extern "C" TT_API tt_status tt_bias_gelu_backward(const float *x, const float *b
 
     const int nt = tt::threads_for(rows, cols);
     if (grad_bias == nullptr) {
-        auto run = [&](int64_t r0, int64_t r1) {
+        tt::parallel_ranges(rows, nt, [&](int64_t r0, int64_t r1, int) {
             for (int64_t r = r0; r < r1; ++r)
                 k.backward(x + r * cols, bias, grad_y + r * cols, grad_x + r * cols, nullptr, cols);
-        };
-        if (nt == 1) {
-            run(0, rows);
-            return TT_OK;
-        }
-#if defined(TT_HAVE_OPENMP)
-#pragma omp parallel num_threads(nt)
-        {
-            int64_t r0, r1;
-            tt::split_rows(rows, omp_get_num_threads(), omp_get_thread_num(), &r0, &r1);
-            run(r0, r1);
-        }
-#endif
+        });
         return TT_OK;
     }
 
@@ -253,21 +219,7 @@ extern "C" TT_API tt_status tt_bias_gelu_backward(const float *x, const float *b
             for (int64_t j = 0; j < cols; ++j) total[j] += chunk[j];
         }
     };
-    int team = 1;
-    if (nt == 1) {
-        run(0, rows, 0);
-    } else {
-#if defined(TT_HAVE_OPENMP)
-#pragma omp parallel num_threads(nt)
-        {
-            int64_t r0, r1;
-#pragma omp single
-            team = omp_get_num_threads();
-            tt::split_rows(rows, omp_get_num_threads(), omp_get_thread_num(), &r0, &r1);
-            run(r0, r1, omp_get_thread_num());
-        }
-#endif
-    }
+    const int team = tt::parallel_ranges(rows, nt, run);
     for (int64_t j = 0; j < cols; ++j) {
         double sum = 0.0;
         for (int t = 0; t < team; ++t) sum += totals[(size_t)t * (size_t)cols + j];

@@ -32,17 +32,17 @@ struct Consts {
     __m256 zero = _mm256_setzero_ps();
     __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 lowest = _mm256_set1_ps(-3.40282347e38f);
-    __m256 exp_lo = _mm256_set1_ps(-104.0f);
-    __m256 exp_hi = _mm256_set1_ps(104.0f);
-    __m256 log2e = _mm256_set1_ps(1.44269504088896341f);
-    __m256 ln2 = _mm256_set1_ps(0.693147180559945309f);
+    __m256 exp_lo = _mm256_set1_ps(tt::kExpLo);
+    __m256 exp_hi = _mm256_set1_ps(tt::kExpHi);
+    __m256 log2e = _mm256_set1_ps(tt::kLog2e);
+    __m256 ln2 = _mm256_set1_ps(tt::kLn2);
     /* exp(f) ~ 1 + f + f^2 P(f) on |f| <= ln2/2, minimax P of degree 5. */
-    __m256 p0 = _mm256_set1_ps(1.9875691500e-4f);
-    __m256 p1 = _mm256_set1_ps(1.3981999507e-3f);
-    __m256 p2 = _mm256_set1_ps(8.3334519073e-3f);
-    __m256 p3 = _mm256_set1_ps(4.1665795894e-2f);
-    __m256 p4 = _mm256_set1_ps(1.6666665459e-1f);
-    __m256 p5 = _mm256_set1_ps(5.0000001201e-1f);
+    __m256 p0 = _mm256_set1_ps(tt::kExpP0);
+    __m256 p1 = _mm256_set1_ps(tt::kExpP1);
+    __m256 p2 = _mm256_set1_ps(tt::kExpP2);
+    __m256 p3 = _mm256_set1_ps(tt::kExpP3);
+    __m256 p4 = _mm256_set1_ps(tt::kExpP4);
+    __m256 p5 = _mm256_set1_ps(tt::kExpP5);
     __m256i bias127 = _mm256_set1_epi32(127);
 };
 

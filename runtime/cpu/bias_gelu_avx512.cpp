@@ -29,17 +29,17 @@ struct Consts {
     __m512 zero = _mm512_setzero_ps();
     __m512 sign = _mm512_set1_ps(-0.0f);
     __m512 lowest = _mm512_set1_ps(-3.40282347e38f);
-    __m512 exp_lo = _mm512_set1_ps(-104.0f);
-    __m512 exp_hi = _mm512_set1_ps(104.0f);
-    __m512 log2e = _mm512_set1_ps(1.44269504088896341f);
-    __m512 ln2 = _mm512_set1_ps(0.693147180559945309f);
+    __m512 exp_lo = _mm512_set1_ps(tt::kExpLo);
+    __m512 exp_hi = _mm512_set1_ps(tt::kExpHi);
+    __m512 log2e = _mm512_set1_ps(tt::kLog2e);
+    __m512 ln2 = _mm512_set1_ps(tt::kLn2);
     /* exp(f) ~ 1 + f + f^2 P(f) on |f| <= ln2/2, minimax P of degree 5. */
-    __m512 p0 = _mm512_set1_ps(1.9875691500e-4f);
-    __m512 p1 = _mm512_set1_ps(1.3981999507e-3f);
-    __m512 p2 = _mm512_set1_ps(8.3334519073e-3f);
-    __m512 p3 = _mm512_set1_ps(4.1665795894e-2f);
-    __m512 p4 = _mm512_set1_ps(1.6666665459e-1f);
-    __m512 p5 = _mm512_set1_ps(5.0000001201e-1f);
+    __m512 p0 = _mm512_set1_ps(tt::kExpP0);
+    __m512 p1 = _mm512_set1_ps(tt::kExpP1);
+    __m512 p2 = _mm512_set1_ps(tt::kExpP2);
+    __m512 p3 = _mm512_set1_ps(tt::kExpP3);
+    __m512 p4 = _mm512_set1_ps(tt::kExpP4);
+    __m512 p5 = _mm512_set1_ps(tt::kExpP5);
     __m512i bias127 = _mm512_set1_epi32(127);
 };
 

@@ -28,6 +28,20 @@ constexpr float kGeluA = 1.5957691216057308f;               /* 2 sqrt(2/pi)     
 constexpr float kGeluB = 1.5957691216057308f * 0.044715f;   /* 2 sqrt(2/pi) 0.044715  */
 constexpr float kGeluB3 = 3.0f * 1.5957691216057308f * 0.044715f;
 
+/* exp(t) in the vector kernels (every ISA uses these, see bias_gelu_avx2.cpp): t is
+ * clamped to [kExpLo, kExpHi], split as t = n ln2 + f with |f| <= ln2/2, and
+ * exp(f) ~ 1 + f + f^2 P(f) with the degree-5 minimax P = kExpP0 f^5 + ... + kExpP5. */
+constexpr float kExpLo = -104.0f;
+constexpr float kExpHi = 104.0f;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2 = 0.693147180559945309f;
+constexpr float kExpP0 = 1.9875691500e-4f;
+constexpr float kExpP1 = 1.3981999507e-3f;
+constexpr float kExpP2 = 8.3334519073e-3f;
+constexpr float kExpP3 = 4.1665795894e-2f;
+constexpr float kExpP4 = 1.6666665459e-1f;
+constexpr float kExpP5 = 5.0000001201e-1f;
+
 /* y[j] = gelu(x[j] + bias[j]) for j < cols (bias may be NULL). */
 using GeluForwardRowFn = void (*)(const float *x, const float *bias, float *y, int64_t cols);
 

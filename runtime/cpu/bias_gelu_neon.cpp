@@ -17,12 +17,12 @@ namespace {
 /* exp(t) for t in [-104, 104] (callers clamp; NaN stays NaN): one-constant range
  * reduction, Estrin evaluation of the minimax P, split 2^n scaling (0 and inf at the ends). */
 inline float32x4_t exp_core(float32x4_t t) {
-    const float32x4_t n = vrndnq_f32(vmulq_n_f32(t, 1.44269504088896341f));
-    const float32x4_t f = vfmsq_f32(t, n, vdupq_n_f32(0.693147180559945309f));
+    const float32x4_t n = vrndnq_f32(vmulq_n_f32(t, tt::kLog2e));
+    const float32x4_t f = vfmsq_f32(t, n, vdupq_n_f32(tt::kLn2));
     const float32x4_t f2 = vmulq_f32(f, f);
-    const float32x4_t p01 = vfmaq_f32(vdupq_n_f32(1.3981999507e-3f), vdupq_n_f32(1.9875691500e-4f), f);
-    const float32x4_t p23 = vfmaq_f32(vdupq_n_f32(4.1665795894e-2f), vdupq_n_f32(8.3334519073e-3f), f);
-    const float32x4_t p45 = vfmaq_f32(vdupq_n_f32(5.0000001201e-1f), vdupq_n_f32(1.6666665459e-1f), f);
+    const float32x4_t p01 = vfmaq_f32(vdupq_n_f32(tt::kExpP1), vdupq_n_f32(tt::kExpP0), f);
+    const float32x4_t p23 = vfmaq_f32(vdupq_n_f32(tt::kExpP3), vdupq_n_f32(tt::kExpP2), f);
+    const float32x4_t p45 = vfmaq_f32(vdupq_n_f32(tt::kExpP5), vdupq_n_f32(tt::kExpP4), f);
     const float32x4_t p = vfmaq_f32(p45, vfmaq_f32(p23, p01, f2), f2);
     const float32x4_t e = vfmaq_f32(vaddq_f32(f, vdupq_n_f32(1.0f)), p, f2);
     const int32x4_t ni = vcvtq_s32_f32(n); /* in [-150, 150] */
@@ -38,14 +38,14 @@ inline float32x4_t gelu(float32x4_t u) {
     u = vmaxq_f32(u, vdupq_n_f32(-3.40282347e38f)); /* FMAX keeps NaN */
     const float32x4_t neg_z = vmulq_f32(
         u, vfmaq_f32(vdupq_n_f32(-tt::kGeluA), vdupq_n_f32(-tt::kGeluB), vmulq_f32(u, u)));
-    const float32x4_t t = vminq_f32(vmaxq_f32(neg_z, vdupq_n_f32(-104.0f)), vdupq_n_f32(104.0f));
+    const float32x4_t t = vminq_f32(vmaxq_f32(neg_z, vdupq_n_f32(tt::kExpLo)), vdupq_n_f32(tt::kExpHi));
     return vdivq_f32(u, vaddq_f32(vdupq_n_f32(1.0f), exp_core(t)));
 }
 
 /* s = sigmoid(z) from e = exp(-|z|) in [0, 1]; s (1 - s) = e / (1+e)^2. */
 inline float32x4_t gelu_grad(float32x4_t u) {
     const float32x4_t z = vmulq_f32(u, vfmaq_f32(vdupq_n_f32(tt::kGeluA), vdupq_n_f32(tt::kGeluB), vmulq_f32(u, u)));
-    const float32x4_t e = exp_core(vmaxq_f32(vnegq_f32(vabsq_f32(z)), vdupq_n_f32(-104.0f)));
+    const float32x4_t e = exp_core(vmaxq_f32(vnegq_f32(vabsq_f32(z)), vdupq_n_f32(tt::kExpLo)));
     const float32x4_t r = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), e));
     const float32x4_t s = vbslq_f32(vcltq_f32(z, vdupq_n_f32(0.0f)), vmulq_f32(e, r), r);
     const float32x4_t dz = vfmaq_f32(vdupq_n_f32(tt::kGeluA), vdupq_n_f32(tt::kGeluB3), vmulq_f32(u, u));

@@ -28,11 +28,12 @@
  * chosen to balance padded work; they pack the shared B block together, then each
  * computes its own rows (and, if tn > 1, its own column panels). Each thread gets at
  * least TT_GEMM_MIN_FLOPS_PER_THREAD multiply-adds, so small problems use fewer threads
- * (often one, which enters no parallel region at all). On AVX2, results at most 12
- * columns wide skip packing and tiles altogether (gemm_narrow_avx2: dot products of
- * rows of A with rows of B^T). Batched GEMMs with at least as many matrices as threads
- * run one matrix per thread instead. Packing buffers are cached per thread (grown, never
- * shrunk).
+ * (often one, which enters no parallel region at all). A kernel-table entry may carry
+ * a narrow kernel (as BLIS keeps "sup" kernels apart from the framework): results at
+ * most narrow_max_n columns wide then skip packing and tiles altogether. The driver
+ * knows no ISA by name: kernel_for() picks the table entry, and every path name comes
+ * from it. Batched GEMMs with at least as many matrices as threads run one matrix per
+ * thread instead. Packing buffers are cached per thread (grown, never shrunk).
  */
 #include <algorithm>
 #include <cstdlib>
@@ -41,6 +42,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/isa.h"
+#include "core/parallel.h"
 #include "cpu/gemm_kernels.h"
 
 #if defined(TT_HAVE_OPENMP)
@@ -134,16 +136,6 @@ const GemmMicroKernel *kernel_for(tt_isa isa) {
     }
 }
 
-/* Kernel-path names are string literals: tt_last_kernel_path() may keep the pointer. */
-const char *path_name(tt_isa isa, bool batched) {
-    switch (isa) {
-        case TT_ISA_AVX512: return batched ? "sgemm_strided_batched:avx512" : "sgemm:avx512";
-        case TT_ISA_AVX2: return batched ? "sgemm_strided_batched:avx2" : "sgemm:avx2";
-        case TT_ISA_NEON: return batched ? "sgemm_strided_batched:neon" : "sgemm:neon";
-        default: return batched ? "sgemm_strided_batched:scalar" : "sgemm:scalar";
-    }
-}
-
 /* A 64-byte-aligned float buffer that only grows; one per thread per role. */
 class PackBuffer {
 public:
@@ -167,13 +159,6 @@ thread_local PackBuffer tls_pack_a;
 thread_local PackBuffer tls_pack_b;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/* [begin, end) of part `index` when `count` items are split into `parts` near-equal runs. */
-inline void split_range(int64_t count, int parts, int index, int64_t *begin, int64_t *end) {
-    const int64_t base = count / parts, extra = count % parts;
-    *begin = index * base + std::min<int64_t>(index, extra);
-    *end = *begin + base + (index < extra ? 1 : 0);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Packing: op(A) and op(B) into zero-padded, k-major micro-panels          */
@@ -411,20 +396,18 @@ void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *p
     }
 }
 
-#if defined(TT_HAVE_AVX2_KERNELS)
-/* Results at most this wide, with op(A) row-major and B^T (N x K) no bigger than 256 KiB,
- * take gemm_narrow_avx2: a 16-wide tile would compute mostly padding there. */
-constexpr int64_t kNarrowMaxN = 12;
+/* The narrow path takes results at most uk->narrow_max_n wide with op(A) row-major and
+ * B^T (N x K) no bigger than 256 KiB (it stays in L2 while the rows of A stream by). */
 constexpr int64_t kNarrowMaxBtFloats = 1 << 16;
 
 bool use_narrow(const GemmArgs &g, const GemmMicroKernel *uk) {
-    return uk == &kGemmKernelAvx2 && !g.trans_a && g.N >= 1 && g.N <= kNarrowMaxN &&
+    return uk->narrow != nullptr && !g.trans_a && g.N >= 1 && g.N <= uk->narrow_max_n &&
            g.K <= kNarrowMaxBtFloats / g.N && g.M > 0 && g.K > 0 && g.alpha != 0.0f;
 }
 
 /* The narrow path: B^T is read in place (transB) or transposed once into the B buffer;
  * threads split the rows. */
-tt_status run_narrow(const GemmArgs &g, int nt) {
+tt_status run_narrow(const GemmArgs &g, const GemmMicroKernel *uk, int nt) {
     const float *bt = g.B;
     int64_t ldbt = g.ldb;
     if (!g.trans_b) {
@@ -435,30 +418,17 @@ tt_status run_narrow(const GemmArgs &g, int nt) {
         bt = packed;
         ldbt = g.K;
     }
-    if (nt > 1) {
-#if defined(TT_HAVE_OPENMP)
-#pragma omp parallel num_threads(nt)
-        {
-            int64_t r0, r1;
-            split_range(g.M, omp_get_num_threads(), omp_get_thread_num(), &r0, &r1);
-            gemm_narrow_avx2(r1 - r0, g.N, g.K, g.A + r0 * g.lda, g.lda, bt, ldbt,
-                             g.C + r0 * g.ldc, g.ldc, g.alpha, g.beta);
-        }
-        return TT_OK;
-#endif
-    }
-    gemm_narrow_avx2(g.M, g.N, g.K, g.A, g.lda, bt, ldbt, g.C, g.ldc, g.alpha, g.beta);
+    parallel_ranges(g.M, nt, [&](int64_t r0, int64_t r1, int) {
+        uk->narrow(r1 - r0, g.N, g.K, g.A + r0 * g.lda, g.lda, bt, ldbt, g.C + r0 * g.ldc, g.ldc,
+                   g.alpha, g.beta);
+    });
     return TT_OK;
 }
-#endif
 
-/* The kernel-path report of one tt_sgemm call: "sgemm:<isa>", or "sgemm:avx2:narrow" when
- * the narrow path (no packing, no tiles) will run, so tests can tell which code ran. */
-const char *gemm_path(tt_isa isa, const GemmArgs &g, const GemmMicroKernel *uk) {
-#if defined(TT_HAVE_AVX2_KERNELS)
-    if (use_narrow(g, uk)) return "sgemm:avx2:narrow";
-#endif
-    return path_name(isa, false);
+/* The kernel-path report of one tt_sgemm call: the entry's narrow path name when that
+ * path will run, else its tiled path name. */
+const char *gemm_path(const GemmArgs &g, const GemmMicroKernel *uk) {
+    return use_narrow(g, uk) ? uk->narrow_path : uk->path;
 }
 
 /* One GEMM on up to `threads` threads. Arguments are already checked. Returns
@@ -480,9 +450,7 @@ tt_status run_gemm(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
     if (nt > tiles) nt = (int)tiles;
     if (nt < 1) nt = 1;
 
-#if defined(TT_HAVE_AVX2_KERNELS)
-    if (use_narrow(g, uk)) return run_narrow(g, (int)std::min<int64_t>(nt, g.M));
-#endif
+    if (use_narrow(g, uk)) return run_narrow(g, uk, (int)std::min<int64_t>(nt, g.M));
     float *packed_b = tls_pack_b.reserve(b_floats);
     if (packed_b == nullptr) return TT_ERR_OUT_OF_MEMORY;
     if (nt == 1) {
@@ -535,9 +503,8 @@ extern "C" TT_API tt_status tt_sgemm(int transA, int transB, int64_t M, int64_t 
     const tt::GemmArgs g{transA != 0, transB != 0, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
     tt_status st = tt::gemm_check_args(kFn, g);
     if (st != TT_OK) return st;
-    const tt_isa isa = tt::active_isa();
-    const tt::GemmMicroKernel *uk = tt::kernel_for(isa);
-    tt::set_kernel_path(tt::gemm_path(isa, g, uk));
+    const tt::GemmMicroKernel *uk = tt::kernel_for(tt::active_isa());
+    tt::set_kernel_path(tt::gemm_path(g, uk));
     st = tt::run_gemm(g, uk, tt::num_threads());
     return st == TT_OK ? TT_OK : tt::out_of_memory(kFn, g);
 }
@@ -586,10 +553,9 @@ extern "C" TT_API tt_status tt_sgemm_strided_batched(
                             (long long)strideC);
     }
 
-    const tt_isa isa = tt::active_isa();
-    tt::set_kernel_path(tt::path_name(isa, true));
+    const tt::GemmMicroKernel *uk = tt::kernel_for(tt::active_isa());
+    tt::set_kernel_path(uk->batched_path);
     if (batch == 0 || M == 0 || N == 0) return TT_OK;
-    const tt::GemmMicroKernel *uk = tt::kernel_for(isa);
     const int threads = tt::num_threads();
 
     /* An operand with no elements (K == 0) is never read: keep its pointer as given

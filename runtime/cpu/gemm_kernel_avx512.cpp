@@ -123,6 +123,8 @@ void gemm_ukernel_avx512_12x32(int64_t kc, const float *a, const float *b, float
 }  // namespace
 
 namespace tt {
-const GemmMicroKernel kGemmKernelAvx512 = {"avx512", MR, NR, gemm_ukernel_avx512_12x32,
-                                           nullptr, nullptr};
+const GemmMicroKernel kGemmKernelAvx512 = {"sgemm:avx512", "sgemm_strided_batched:avx512",
+                                           MR, NR, gemm_ukernel_avx512_12x32,
+                                           nullptr, nullptr,
+                                           nullptr, 0, nullptr};
 }  // namespace tt

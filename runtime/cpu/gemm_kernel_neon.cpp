@@ -59,6 +59,8 @@ void gemm_ukernel_neon_8x12(int64_t kc, const float *a, const float *b, float *c
 }  // namespace
 
 namespace tt {
-const GemmMicroKernel kGemmKernelNeon = {"neon", MR, NR, gemm_ukernel_neon_8x12, nullptr, nullptr};
+const GemmMicroKernel kGemmKernelNeon = {"sgemm:neon", "sgemm_strided_batched:neon", MR, NR,
+                                         gemm_ukernel_neon_8x12, nullptr, nullptr,
+                                         nullptr, 0, nullptr};
 }  // namespace tt
 #endif

@@ -35,5 +35,7 @@ void gemm_ukernel_scalar_4x8(int64_t kc, const float *a, const float *b, float *
 }  // namespace
 
 namespace tt {
-const GemmMicroKernel kGemmKernelScalar = {"scalar", MR, NR, gemm_ukernel_scalar_4x8, nullptr, nullptr};
+const GemmMicroKernel kGemmKernelScalar = {"sgemm:scalar", "sgemm_strided_batched:scalar", MR, NR,
+                                           gemm_ukernel_scalar_4x8, nullptr, nullptr,
+                                           nullptr, 0, nullptr};
 }  // namespace tt

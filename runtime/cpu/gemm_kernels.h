@@ -35,13 +35,29 @@ using GemmMicroKernelFn = void (*)(int64_t kc, const float *a, const float *b, f
  * with width = mr (pack_a_rows) or nr (pack_b_rows). NULL: the driver's portable loop. */
 using GemmPackRowsFn = void (*)(const float *src, int64_t ld, int rows, int64_t klen, float *dst);
 
+/* Optional narrow-result kernel, kept apart from the tiled framework (as BLIS keeps its
+ * "sup" kernels): for i < M, j < N (N <= narrow_max_n),
+ *     C[i][j] = alpha * sum_{k < K} a[i*lda + k] * bt[j*ldbt + k]  +  beta * C[i][j]
+ * i.e. op(A) row-major and op(B) given as its transpose B^T (N x K, rows contiguous in
+ * k); beta == 0 never reads C. No packing, no tiles: a 16-wide tile would compute
+ * mostly padding when N is 10 classes. */
+using GemmNarrowFn = void (*)(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                              const float *bt, int64_t ldbt, float *c, int64_t ldc, float alpha,
+                              float beta);
+
+/* One ISA's entry of the kernel table. The path strings are what tt_last_kernel_path()
+ * reports, so tests can tell which code ran. */
 struct GemmMicroKernel {
-    const char *isa_name; /* "scalar", "avx2", ... : the suffix of the kernel path */
-    int mr;               /* rows of the register tile    */
-    int nr;               /* columns of the register tile */
+    const char *path;         /* "sgemm:<isa>"                                 */
+    const char *batched_path; /* "sgemm_strided_batched:<isa>"                 */
+    int mr;                   /* rows of the register tile                     */
+    int nr;                   /* columns of the register tile                  */
     GemmMicroKernelFn fn;
-    GemmPackRowsFn pack_a_rows; /* width mr, or NULL */
-    GemmPackRowsFn pack_b_rows; /* width nr, or NULL */
+    GemmPackRowsFn pack_a_rows; /* width mr, or NULL                           */
+    GemmPackRowsFn pack_b_rows; /* width nr, or NULL                           */
+    GemmNarrowFn narrow;        /* or NULL: this ISA has no narrow path          */
+    int narrow_max_n;           /* widest result the narrow path takes           */
+    const char *narrow_path;    /* "sgemm:<isa>:narrow", or NULL                 */
 };
 
 /* The largest tile any kernel uses (sizes the driver's scratch tile). */
@@ -51,13 +67,6 @@ constexpr int kGemmMaxNR = 32;
 extern const GemmMicroKernel kGemmKernelScalar;
 #if defined(TT_HAVE_AVX2_KERNELS)
 extern const GemmMicroKernel kGemmKernelAvx2;
-/* Narrow results without packing: for i < M, j < N (N small, any value),
- *     C[i][j] = alpha * sum_{k < K} a[i*lda + k] * bt[j*ldbt + k]  +  beta * C[i][j]
- * i.e. op(A) row-major and op(B) given as its transpose B^T (N x K, rows contiguous in
- * k); beta == 0 never reads C. Used by the driver for the AVX2 kernel when N is tiny. */
-void gemm_narrow_avx2(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
-                      const float *bt, int64_t ldbt, float *c, int64_t ldc, float alpha,
-                      float beta);
 #endif
 #if defined(TT_HAVE_AVX512_KERNELS)
 extern const GemmMicroKernel kGemmKernelAvx512;
