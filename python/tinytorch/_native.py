@@ -20,7 +20,7 @@ import ctypes
 import json
 import os
 import sys
-from ctypes import POINTER, c_char_p, c_float, c_int, c_int64, c_void_p
+from ctypes import c_char_p, c_float, c_int, c_int64, c_void_p
 
 import numpy as np
 
@@ -41,12 +41,13 @@ class MemoryStats(ctypes.Structure):
                 ("allocations", c_int64), ("frees", c_int64)]
 
 
-_f32p = POINTER(c_float)
-_u16p = POINTER(ctypes.c_uint16)
-_i64p = POINTER(c_int64)
+_ptr = c_void_p
 _status = c_int
 
-# name: (restype, argtypes). Every exported function of tinytorch.h is declared here.
+# name: (restype, argtypes). Every exported function of tinytorch.h is declared here, once,
+# in one convention: every pointer parameter is c_void_p, so a call takes plain integer
+# addresses (``array.ctypes.data``, the cheapest thing ctypes converts), ctypes arrays or
+# ``ctypes.byref(x)`` alike; const char * is c_char_p. The header test checks each type.
 PROTOTYPES = {
     "tt_status_string": (c_char_p, [c_int]),
     "tt_last_error": (c_char_p, []),
@@ -58,55 +59,55 @@ PROTOTYPES = {
     "tt_isa_supported": (c_int, [c_int]),
     "tt_isa_active": (c_int, []),
     "tt_set_isa": (_status, [c_int]),
-    "tt_isa_from_name": (_status, [c_char_p, POINTER(c_int)]),
+    "tt_isa_from_name": (_status, [c_char_p, _ptr]),
     "tt_isa_env_error": (c_char_p, []),
     "tt_set_num_threads": (_status, [c_int]),
     "tt_get_num_threads": (c_int, []),
-    "tt_storage_create": (_status, [c_int64, POINTER(c_void_p)]),
+    "tt_storage_create": (_status, [c_int64, _ptr]),
     "tt_storage_retain": (_status, [c_void_p]),
     "tt_storage_release": (_status, [c_void_p]),
-    "tt_storage_data": (_status, [c_void_p, POINTER(c_void_p)]),
-    "tt_storage_nbytes": (_status, [c_void_p, _i64p]),
-    "tt_storage_refcount": (_status, [c_void_p, _i64p]),
-    "tt_memory_stats_get": (_status, [POINTER(MemoryStats)]),
+    "tt_storage_data": (_status, [c_void_p, _ptr]),
+    "tt_storage_nbytes": (_status, [c_void_p, _ptr]),
+    "tt_storage_refcount": (_status, [c_void_p, _ptr]),
+    "tt_memory_stats_get": (_status, [_ptr]),
     "tt_memory_reset_peak": (None, []),
     "tt_dtype_size": (c_int64, [c_int]),
     "tt_dtype_name": (c_char_p, [c_int]),
-    "tt_tensor_create": (_status, [c_int, c_int, _i64p, POINTER(c_void_p)]),
-    "tt_tensor_from_storage": (_status, [c_void_p, c_int, c_int, _i64p, _i64p, c_int64,
-                                         POINTER(c_void_p)]),
-    "tt_tensor_reshape": (_status, [c_void_p, c_int, _i64p, POINTER(c_void_p)]),
-    "tt_tensor_transpose": (_status, [c_void_p, c_int, c_int, POINTER(c_void_p)]),
-    "tt_tensor_slice": (_status, [c_void_p, c_int, c_int64, c_int64, c_int64, POINTER(c_void_p)]),
+    "tt_tensor_create": (_status, [c_int, c_int, _ptr, _ptr]),
+    "tt_tensor_from_storage": (_status, [c_void_p, c_int, c_int, _ptr, _ptr, c_int64,
+                                         _ptr]),
+    "tt_tensor_reshape": (_status, [c_void_p, c_int, _ptr, _ptr]),
+    "tt_tensor_transpose": (_status, [c_void_p, c_int, c_int, _ptr]),
+    "tt_tensor_slice": (_status, [c_void_p, c_int, c_int64, c_int64, c_int64, _ptr]),
     "tt_tensor_free": (_status, [c_void_p]),
-    "tt_tensor_is_contiguous": (_status, [c_void_p, POINTER(c_int)]),
-    "tt_tensor_ndim": (_status, [c_void_p, POINTER(c_int)]),
-    "tt_tensor_dtype": (_status, [c_void_p, POINTER(c_int)]),
-    "tt_tensor_shape": (_status, [c_void_p, _i64p]),
-    "tt_tensor_strides": (_status, [c_void_p, _i64p]),
-    "tt_tensor_offset": (_status, [c_void_p, _i64p]),
-    "tt_tensor_numel": (_status, [c_void_p, _i64p]),
-    "tt_tensor_data": (_status, [c_void_p, POINTER(c_void_p)]),
-    "tt_tensor_storage": (_status, [c_void_p, POINTER(c_void_p)]),
-    "tt_sgemm": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _f32p, c_int64,
-                           _f32p, c_int64, c_float, _f32p, c_int64]),
-    "tt_sgemm_reference": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _f32p,
-                                     c_int64, _f32p, c_int64, c_float, _f32p, c_int64]),
+    "tt_tensor_is_contiguous": (_status, [c_void_p, _ptr]),
+    "tt_tensor_ndim": (_status, [c_void_p, _ptr]),
+    "tt_tensor_dtype": (_status, [c_void_p, _ptr]),
+    "tt_tensor_shape": (_status, [c_void_p, _ptr]),
+    "tt_tensor_strides": (_status, [c_void_p, _ptr]),
+    "tt_tensor_offset": (_status, [c_void_p, _ptr]),
+    "tt_tensor_numel": (_status, [c_void_p, _ptr]),
+    "tt_tensor_data": (_status, [c_void_p, _ptr]),
+    "tt_tensor_storage": (_status, [c_void_p, _ptr]),
+    "tt_sgemm": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _ptr, c_int64,
+                           _ptr, c_int64, c_float, _ptr, c_int64]),
+    "tt_sgemm_reference": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _ptr,
+                                     c_int64, _ptr, c_int64, c_float, _ptr, c_int64]),
     "tt_sgemm_strided_batched": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float,
-                                           _f32p, c_int64, c_int64, _f32p, c_int64, c_int64,
-                                           c_float, _f32p, c_int64, c_int64, c_int64]),
-    "tt_bias_gelu_forward": (_status, [_f32p, _f32p, _f32p, c_int64, c_int64]),
-    "tt_bias_gelu_backward": (_status, [_f32p, _f32p, _f32p, _f32p, _f32p, c_int64, c_int64]),
-    "tt_bias_gelu_forward_reference": (_status, [_f32p, _f32p, _f32p, c_int64, c_int64]),
-    "tt_bias_gelu_backward_reference": (_status, [_f32p, _f32p, _f32p, _f32p, _f32p, c_int64,
+                                           _ptr, c_int64, c_int64, _ptr, c_int64, c_int64,
+                                           c_float, _ptr, c_int64, c_int64, c_int64]),
+    "tt_bias_gelu_forward": (_status, [_ptr, _ptr, _ptr, c_int64, c_int64]),
+    "tt_bias_gelu_backward": (_status, [_ptr, _ptr, _ptr, _ptr, _ptr, c_int64, c_int64]),
+    "tt_bias_gelu_forward_reference": (_status, [_ptr, _ptr, _ptr, c_int64, c_int64]),
+    "tt_bias_gelu_backward_reference": (_status, [_ptr, _ptr, _ptr, _ptr, _ptr, c_int64,
                                                   c_int64]),
     "tt_last_kernel_path": (c_char_p, []),
-    "tt_hgemm": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _u16p, c_int64,
-                           _u16p, c_int64, c_float, _u16p, c_int64]),
-    "tt_hgemm_reference": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _u16p,
-                                     c_int64, _u16p, c_int64, c_float, _u16p, c_int64]),
-    "tt_f16_to_f32": (_status, [_u16p, _f32p, c_int64]),
-    "tt_f32_to_f16": (_status, [_f32p, _u16p, c_int64]),
+    "tt_hgemm": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _ptr, c_int64,
+                           _ptr, c_int64, c_float, _ptr, c_int64]),
+    "tt_hgemm_reference": (_status, [c_int, c_int, c_int64, c_int64, c_int64, c_float, _ptr,
+                                     c_int64, _ptr, c_int64, c_float, _ptr, c_int64]),
+    "tt_f16_to_f32": (_status, [_ptr, _ptr, c_int64]),
+    "tt_f32_to_f16": (_status, [_ptr, _ptr, c_int64]),
 }
 
 # Optional symbols: declared when present (added by later parts of the runtime),
@@ -257,18 +258,20 @@ def last_kernel_path() -> str:
 
 
 def f16_ptr(array: np.ndarray | None):
-    """A uint16_t* over a float16 array's bits (None -> NULL). The caller keeps `array` alive."""
+    """The address of a float16 array's bits, for a uint16_t * (None -> NULL). The caller
+    keeps `array` alive."""
     if array is None:
         return None
     if array.dtype != np.float16:
         raise TypeError(f"expected a float16 array, got {array.dtype}")
-    return array.ctypes.data_as(_u16p)
+    return array.ctypes.data
 
 
 def f32_ptr(array: np.ndarray | None):
-    """A float* for a float32 array (None -> NULL). The caller keeps `array` alive."""
+    """The address of a float32 array, for a float * (None -> NULL). The caller keeps
+    `array` alive."""
     if array is None:
         return None
     if array.dtype != np.float32:
         raise TypeError(f"expected a float32 array, got {array.dtype}")
-    return array.ctypes.data_as(_f32p)
+    return array.ctypes.data

@@ -18,7 +18,7 @@ one-call ``check_contract`` runs all of them):
 
 Conventions: ``fn(*inputs)`` is the operation under test; ``inputs`` is a list of NumPy
 arrays (float32 unless a check says otherwise); a ``disable_native`` argument is a
-zero-argument context-manager factory (e.g. ``template.native_disabled``); a
+zero-argument context-manager factory (e.g. ``lambda: use_native(False)``); a
 ``path_report`` is a zero-argument callable returning the last path as a string.
 Every check raises AssertionError with a message saying what broke, and returns what
 it computed so a test can add its own assertions.

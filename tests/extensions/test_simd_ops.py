@@ -12,8 +12,14 @@ from contract import check_contract, run_with_grads
 from tinytorch import native
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import simd_ops
-from tinytorch.extensions.simd_ops import (has_simd_support, native_disabled, simd_build_info,
+from tinytorch.core.acceleration import use_native
+from tinytorch.extensions.simd_ops import (has_simd_support, simd_build_info,
                                            simd_fused_bias_gelu, simd_matmul)
+
+
+def _numpy_only():
+    return use_native(False)
+
 
 RNG = np.random.default_rng(11)
 S = np.sqrt(2.0 / np.pi)
@@ -52,7 +58,7 @@ def test_matmul_contract(shape_a, shape_b, threads):
     b = RNG.standard_normal(shape_b).astype(np.float32)
     small = [RNG.standard_normal(shape_a[:-2] + (min(shape_a[-2], 3), shape_a[-1])),
              RNG.standard_normal(shape_b[:-1] + (min(shape_b[-1], 4),))]
-    check_contract(simd_matmul, [a, b], reference=matmul64, disable_native=native_disabled,
+    check_contract(simd_matmul, [a, b], reference=matmul64, disable_native=_numpy_only,
                    path_report=simd_ops.last_path, native_expected=native.available(),
                    atol=1e-4, rtol=1e-4, gradcheck_inputs=small)
 
@@ -65,12 +71,12 @@ def test_gelu_contract(shape, with_bias, threads):
     if with_bias:
         b = RNG.standard_normal(shape[-1]).astype(np.float32)
         check_contract(simd_fused_bias_gelu, [x, b], reference=gelu64,
-                       disable_native=native_disabled, path_report=simd_ops.last_path,
+                       disable_native=_numpy_only, path_report=simd_ops.last_path,
                        native_expected=native.available(), atol=2e-5, rtol=2e-5,
                        gradcheck_inputs=[small_x, RNG.standard_normal(shape[-1])])
     else:
         check_contract(lambda t: simd_fused_bias_gelu(t), [x], reference=gelu64,
-                       disable_native=native_disabled, path_report=simd_ops.last_path,
+                       disable_native=_numpy_only, path_report=simd_ops.last_path,
                        native_expected=native.available(), atol=2e-5, rtol=2e-5,
                        gradcheck_inputs=[small_x])
 
@@ -174,7 +180,7 @@ def test_has_simd_support_and_build_info():
         assert has_simd_support() == (native.isa() in ("avx2", "avx512", "neon"))
         assert info["isa_active"] == native.isa()
         assert "scalar" in info["isas_compiled"]
-        with native_disabled():
+        with use_native(False):
             assert not has_simd_support()
     else:
         assert not has_simd_support() and info["reason"]

@@ -9,7 +9,12 @@ from tinytorch import native
 from tinytorch.core.autograd import Function
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import template
-from tinytorch.extensions.template import native_disabled, scaled_matmul
+from tinytorch.core.acceleration import use_native
+from tinytorch.extensions.template import scaled_matmul
+
+
+def _numpy_only():
+    return use_native(False)
 
 RNG = np.random.default_rng(20261130)
 
@@ -33,7 +38,7 @@ def test_contract_holds(shape_a, shape_b, alpha):
     fn = lambda x, y: scaled_matmul(x, y, alpha)  # noqa: E731
     small = [RNG.standard_normal(s[:-1][:1] + s[-1:] if len(s) > 1 else s) for s in (shape_a,)]
     small.append(RNG.standard_normal((small[0].shape[-1], min(shape_b[1], 4))))
-    check_contract(fn, [a, b], reference=_ref(alpha), disable_native=native_disabled,
+    check_contract(fn, [a, b], reference=_ref(alpha), disable_native=_numpy_only,
                    path_report=template.last_path, native_expected=native.available(),
                    atol=1e-4, rtol=1e-4, gradcheck_inputs=small)
 
@@ -55,7 +60,7 @@ def test_non_contiguous_views():
     assert a.shape[-1] == b.shape[0]
     for run in (lambda: scaled_matmul(a, b, 2.0), lambda: scaled_matmul(Tensor(a), Tensor(b), 2.0).data):
         np.testing.assert_allclose(run(), _ref(2.0)(a, b), rtol=1e-5, atol=1e-5)
-        with native_disabled():
+        with use_native(False):
             np.testing.assert_allclose(run(), _ref(2.0)(a, b), rtol=1e-5, atol=1e-5)
 
 
@@ -100,7 +105,7 @@ def test_bad_types_raise():
 
 
 def test_path_report_names_fallback():
-    with native_disabled():
+    with use_native(False):
         scaled_matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
         assert template.last_path() == "numpy"
     # float64 never takes the float32 native kernel
@@ -141,4 +146,4 @@ def test_checker_catches_wrong_path_report():
     a, b = np.ones((2, 2), np.float32), np.ones((2, 2), np.float32)
     with pytest.raises(AssertionError, match="disabled"):
         check_path_report(lambda x, y: scaled_matmul(x, y), [a, b], lambda: "native:fake",
-                          disable_native=native_disabled)
+                          disable_native=_numpy_only)

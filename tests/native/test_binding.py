@@ -236,14 +236,61 @@ def test_cli_info_without_library(tmp_path):
     assert "NOT LOADED" in out.stdout and "missing.so" in out.stdout
 
 
-def test_every_header_function_is_declared():
-    # The header is the contract: each TT_API function needs argtypes/restype in _native.
+def _header_prototypes():
+    """{name: (return type, [parameter types])} of every TT_API function in the header,
+    with types as C spells them ("const float *", "int64_t", ...)."""
     import re
     header = open(os.path.join(ROOT, "include", "tinytorch", "tinytorch.h")).read()
-    declared = set(re.findall(r"TT_API\s+[\w\s\*]+?\b(tt_\w+)\s*\(", header))
+    header = re.sub(r"/\*.*?\*/", " ", header, flags=re.S)
+    found = {}
+    for ret, name, params in re.findall(r"TT_API\s+([\w\s\*]+?)\s*\b(tt_\w+)\s*\(([^)]*)\)", header):
+        types = []
+        for param in params.split(","):
+            param = " ".join(param.split())
+            if param in ("", "void"):
+                continue
+            # drop the parameter name: the last identifier
+            types.append(re.sub(r"\s*\b\w+$", "", param).strip() if not param.endswith("*") else param)
+        found[name] = (" ".join(ret.split()), types)
+    return found
+
+
+def _ctype_for(c_type: str):
+    """The one binding convention of _native: pointers are c_void_p, except strings."""
+    c_type = c_type.replace("const ", "").strip()
+    if c_type == "char *":
+        return ctypes.c_char_p
+    if c_type.endswith("*"):
+        return ctypes.c_void_p
+    return {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float,
+            "void": None, "tt_status": ctypes.c_int, "tt_isa": ctypes.c_int}[c_type]
+
+
+def test_every_header_function_is_declared():
+    # The header is the contract: each TT_API function is declared once in _native, with
+    # exactly the header's parameter and return types (in the binding's convention).
+    declared = _header_prototypes()
     assert len(declared) > 40
-    missing = declared - set(_native.PROTOTYPES) - set(_native.OPTIONAL_PROTOTYPES)
+    missing = set(declared) - set(_native.PROTOTYPES) - set(_native.OPTIONAL_PROTOTYPES)
     assert not missing, f"declare these in python/tinytorch/_native.py: {sorted(missing)}"
-    for name in declared:
+    for name, (ret, params) in declared.items():
+        restype, argtypes = _native.PROTOTYPES.get(name) or _native.OPTIONAL_PROTOTYPES[name]
+        want = [_ctype_for(p) for p in params]
+        assert list(argtypes) == want, f"{name}: binding {argtypes} but the header says {params}"
+        assert restype == _ctype_for(ret), f"{name}: returns {ret}, bound as {restype}"
         fn = getattr(_native.lib, name)
-        assert fn.argtypes is not None or _native.PROTOTYPES[name][1] == [], name
+        assert fn.argtypes is not None or argtypes == [], name
+
+
+def test_only_the_binding_declares_prototypes():
+    # One binding: no other file of the package sets argtypes or builds CFUNCTYPEs.
+    package = os.path.join(ROOT, "python", "tinytorch")
+    offenders = []
+    for folder, _, files in os.walk(package):
+        for f in files:
+            path = os.path.join(folder, f)
+            if f.endswith(".py") and f != "_native.py":
+                text = open(path).read()
+                if "argtypes" in text or "CFUNCTYPE" in text:
+                    offenders.append(os.path.relpath(path, ROOT))
+    assert not offenders, offenders

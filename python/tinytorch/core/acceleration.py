@@ -1,15 +1,28 @@
-"""Acceleration: the one dispatch point for the framework's heavy kernels.
+"""Acceleration: the one door to the kernels.
 
-Every matmul (forward and backward) and every bias+GELU in the core goes through the
-functions below, so the native runtime serves them without touching tensor.py,
-layers.py or activations.py.
+Every heavy array operation of the core, the layers and every shipped extension goes
+through the functions below; nothing else calls the runtime's kernels. The binding
+itself (every C prototype, declared once) is ``tinytorch._native``; this module decides
+which path runs, calls it, and says what ran.
 
 Contract (arrays in, arrays out; no autograd here):
-  gemm(a, b, trans_a=False, trans_b=False, out=None) -> op(a) @ op(b)   2-D float arrays
-  matmul(a, b)                                        -> a @ b with NumPy batching rules
-  bias_gelu(x, bias)                                  -> gelu_tanh(x + bias)   x: [..., D]
-  bias_gelu_backward(x, bias, grad)                   -> (grad_x, grad_bias or None)
-  last_path()                                         -> name of the path the last call took
+  gemm(a, b, trans_a=False, trans_b=False, alpha=1, beta=0, out=None)
+                                   -> alpha op(a) @ op(b) + beta out      2-D arrays
+  matmul(a, b)                     -> a @ b with NumPy batching and 1-D rules
+  matmul_backward(a, b, grad, need=(True, True))
+                                   -> (grad_a, grad_b) of a @ b (None where not needed),
+                                      batch axes as broadcast (the autograd engine sums)
+  bias_gelu(x, bias)               -> gelu_tanh(x + bias)   x: [..., D], bias (D,) or None
+  bias_gelu_backward(x, bias, grad)-> (grad_x, grad_bias or None)
+  last_path()                      -> what the calling thread's last call ran
+Each takes ``any_size=True`` to send even tiny float32 problems to the native kernel
+(the SIMD extension does: it exists to show the kernels, not to pick the fastest path).
+
+The switch and the report (one of each for the whole package):
+  use_native(False) / set_native_enabled(False) / TINYTORCH_DISABLE_NATIVE=1 turn every
+  native path off, the extensions' included; native_library() gives an extension that
+  makes its own raw C call the loaded library (None when off or missing), and
+  record_native_path() / record_path() file its report in last_path().
 
 Routing rule (which path runs):
   * native -- libtinytorch is loaded (``tinytorch._native.available()``), the native path
@@ -54,13 +67,18 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["gemm", "matmul", "bias_gelu", "bias_gelu_backward", "last_path", "use_native",
-           "set_native_enabled", "native_enabled", "native_available",
-           "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS", "NATIVE_MIN_HALF_GEMM_WORK"]
+from .. import _native
+
+__all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward",
+           "last_path", "record_path", "record_native_path", "use_native",
+           "set_native_enabled", "native_enabled", "native_available", "native_library",
+           "check_status", "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS",
+           "NATIVE_MIN_HALF_GEMM_WORK"]
 
 _SQRT_2_OVER_PI = 0.7978845608028654
 _GELU_C = 0.044715
@@ -78,23 +96,41 @@ NATIVE_MIN_HALF_GEMM_WORK = 1 << 10
 
 _F32 = np.dtype(np.float32)
 _F16 = np.dtype(np.float16)
-_last_path = "none"
 _native_enabled = os.environ.get("TINYTORCH_DISABLE_NATIVE", "").strip().lower() not in (
     "1", "true", "yes", "on")
 
+# --------------------------------------------------------------------------------------
+# The switch and the report
+# --------------------------------------------------------------------------------------
+
+_report_state = threading.local()
+
 
 def last_path() -> str:
-    """Which implementation the most recent gemm/matmul/bias_gelu call used."""
-    return _last_path
+    """What the calling thread's most recent kernel call ran: "numpy", or "native:" + the
+    runtime's own kernel-path report ("native:sgemm:avx2", ...); "none" before any call."""
+    return getattr(_report_state, "path", "none")
 
 
-def _set_path(name: str) -> None:
-    global _last_path
-    _last_path = name
+def record_path(name: str) -> None:
+    """File ``name`` as this thread's last path (extensions with a path of their own)."""
+    _report_state.path = name
+
+
+_path_names: dict = {}
+
+
+def record_native_path() -> None:
+    """File the runtime's report of the kernel that just ran on this thread."""
+    raw = _native.lib.tt_last_kernel_path()
+    name = _path_names.get(raw)
+    if name is None:
+        name = _path_names[raw] = "native:" + raw.decode()
+    _report_state.path = name
 
 
 def set_native_enabled(enabled: bool) -> None:
-    """Allow (True) or forbid (False) the native kernels process-wide."""
+    """Allow (True) or forbid (False) every native kernel, process-wide."""
     global _native_enabled
     _native_enabled = bool(enabled)
 
@@ -106,7 +142,7 @@ def native_enabled() -> bool:
 
 @contextmanager
 def use_native(enabled: bool = True):
-    """``with use_native(False):`` runs the NumPy path (parity tests, benchmarks)."""
+    """``with use_native(False):`` runs the NumPy path everywhere (parity tests, benchmarks)."""
     previous = _native_enabled
     set_native_enabled(enabled)
     try:
@@ -115,73 +151,21 @@ def use_native(enabled: bool = True):
         set_native_enabled(previous)
 
 
-# --------------------------------------------------------------------------------------
-# The native entry points, bound with integer-address arguments
-# --------------------------------------------------------------------------------------
-
-class _Kernels:
-    """ctypes prototypes of the kernels taking raw addresses (c_void_p accepts a Python
-    int, which is several times cheaper than building POINTER(c_float) objects per call).
-    They are bound to the same symbols that tinytorch._native declares."""
-
-    def __init__(self, lib):
-        i64, f32, vp, c_int = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int
-
-        def bind(name, *argtypes):
-            return ctypes.CFUNCTYPE(c_int, *argtypes)((name, lib))
-
-        self.sgemm = bind("tt_sgemm", c_int, c_int, i64, i64, i64, f32, vp, i64, vp, i64, f32,
-                          vp, i64)
-        self.sgemm_batched = bind("tt_sgemm_strided_batched", c_int, c_int, i64, i64, i64, f32,
-                                  vp, i64, i64, vp, i64, i64, f32, vp, i64, i64, i64)
-        self.gelu_forward = bind("tt_bias_gelu_forward", vp, vp, vp, i64, i64)
-        self.gelu_backward = bind("tt_bias_gelu_backward", vp, vp, vp, vp, vp, i64, i64)
-        self.hgemm = bind("tt_hgemm", c_int, c_int, i64, i64, i64, f32, vp, i64, vp, i64, f32,
-                          vp, i64)
-        self.kernel_path = lib.tt_last_kernel_path
-
-
-_kernels = None
-_kernels_tried = False
-
-
-def _runtime():
-    """(bound kernels, the _native module) when the native path may run, else None.
-    Resolved lazily so importing this module never loads or requires the library."""
-    global _kernels, _kernels_tried
-    if not _native_enabled:
-        return None
-    if not _kernels_tried:
-        _kernels_tried = True
-        try:
-            from .. import _native
-            if _native.available():
-                _kernels = (_Kernels(_native.lib), _native)
-        except Exception:  # noqa: BLE001 - any failure to bind means "NumPy only"
-            _kernels = None
-    return _kernels
+def native_library():
+    """The loaded libtinytorch (a ctypes.CDLL declared by tinytorch._native) when native
+    kernels may run now, else None: turned off, or the library is missing."""
+    return _native.lib if _native_enabled else None
 
 
 def native_available() -> bool:
     """True when calls can take the native path now (library loaded and enabled)."""
-    return _runtime() is not None
+    return _native_enabled and _native.lib is not None
 
 
-_path_names: dict = {}
-
-
-def _report(kernels) -> None:
-    global _last_path
-    raw = kernels.kernel_path()
-    name = _path_names.get(raw)
-    if name is None:
-        name = _path_names[raw] = "native:" + raw.decode()
-    _last_path = name
-
-
-def _check(native, status: int, what: str) -> None:
+def check_status(status: int, what: str) -> None:
+    """Raise the exception matching a non-OK tt_status, with the runtime's message."""
     if status != 0:
-        native.check(status, what)
+        _native.check(status, what)
 
 
 # --------------------------------------------------------------------------------------
@@ -241,8 +225,9 @@ def _is_f32(*arrays) -> bool:
 # GEMM
 # --------------------------------------------------------------------------------------
 
-def _gemm_native(kernels, native, a, b, trans_a, trans_b, out):
-    """op(a) @ op(b) through tt_sgemm; a, b are 2-D float32 (storage, before op)."""
+def _gemm_native(lib, a, b, trans_a, trans_b, alpha, beta, out):
+    """alpha op(a) @ op(b) + beta out through tt_sgemm; a, b are 2-D float32 (storage,
+    before op). out (when given) is the accumulator of beta, and receives the result."""
     m = a.shape[1] if trans_a else a.shape[0]
     k = a.shape[0] if trans_a else a.shape[1]
     n = b.shape[0] if trans_b else b.shape[1]
@@ -250,11 +235,11 @@ def _gemm_native(kernels, native, a, b, trans_a, trans_b, out):
     b_arr, ldb, b_flip = _matrix_layout(b)
     if out is None:  # the common case: a fresh row-major result
         target = np.empty((m, n), dtype=_F32)
-        status = kernels.sgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, 1.0,
-                               _address(a_arr), lda, _address(b_arr), ldb, 0.0,
-                               _address(target), max(n, 1))
-        _check(native, status, "gemm")
-        _report(kernels)
+        status = lib.tt_sgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, alpha,
+                              _address(a_arr), lda, _address(b_arr), ldb, 0.0,
+                              _address(target), max(n, 1))
+        check_status(status, "gemm")
+        record_native_path()
         return target
     if out.dtype == _F32 and out.shape == (m, n) and out.flags.writeable \
             and out.flags.aligned and (out.strides[1] == 4 or n <= 1) and \
@@ -263,53 +248,69 @@ def _gemm_native(kernels, native, a, b, trans_a, trans_b, out):
         target = out
         ldc = max(n, 1) if m <= 1 else out.strides[0] // 4
     else:
-        target = np.empty((m, n), dtype=_F32)
+        target = np.array(out, dtype=_F32, copy=True) if beta != 0 else np.empty((m, n), _F32)
         ldc = max(n, 1)
-    status = kernels.sgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, 1.0,
-                           a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, 0.0,
-                           target.ctypes.data, ldc)
-    _check(native, status, "gemm")
-    _report(kernels)
-    if out is not None and target is not out:
+    status = lib.tt_sgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, alpha,
+                          a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, beta,
+                          target.ctypes.data, ldc)
+    check_status(status, "gemm")
+    record_native_path()
+    if target is not out:
         np.copyto(out, target)
-        return out
-    return target
+    return out
+
+
+def _gemm_shape(a, b, trans_a, trans_b):
+    """(m, k, n) of op(a) @ op(b), or ValueError naming the mismatch."""
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"gemm: a and b must be 2-D, got shapes {a.shape} and {b.shape}")
+    m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape
+    k2, n = (b.shape[1], b.shape[0]) if trans_b else b.shape
+    if k != k2:
+        raise ValueError(f"gemm: inner sizes differ: op(a) is {m} x {k}, op(b) is {k2} x {n}")
+    return m, k, n
 
 
 def gemm(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = False,
-         out: np.ndarray | None = None) -> np.ndarray:
-    """op(a) @ op(b) for 2-D arrays, op = transpose when asked (no copy is made)."""
-    rt = _runtime()
-    if rt is not None and a.ndim == 2 and b.ndim == 2 and _is_f32(a, b):
-        m = a.shape[1] if trans_a else a.shape[0]
-        k = a.shape[0] if trans_a else a.shape[1]
-        k2 = b.shape[1] if trans_b else b.shape[0]
-        n = b.shape[0] if trans_b else b.shape[1]
-        if k == k2 and m * n * k >= NATIVE_MIN_GEMM_WORK:
-            return _gemm_native(rt[0], rt[1], a, b, trans_a, trans_b, out)
-    elif rt is not None and a.ndim == 2 and b.ndim == 2 and _is_f16(a, b) and \
-            (out is None or out.dtype == _F16):
-        m = a.shape[1] if trans_a else a.shape[0]
-        k = a.shape[0] if trans_a else a.shape[1]
-        k2 = b.shape[1] if trans_b else b.shape[0]
-        n = b.shape[0] if trans_b else b.shape[1]
-        if k == k2 and m * n * k >= NATIVE_MIN_HALF_GEMM_WORK:
-            result = _hgemm_native(rt[0], rt[1], a, b, trans_a, trans_b)
-            if out is not None:
-                np.copyto(out, result)
-                return out
-            return result
+         alpha: float = 1.0, beta: float = 0.0, out: np.ndarray | None = None,
+         any_size: bool = False) -> np.ndarray:
+    """alpha op(a) @ op(b) + beta out for 2-D arrays, op = transpose when asked (no copy
+    is made). beta != 0 needs out, which is both read and written."""
+    m, k, n = _gemm_shape(a, b, trans_a, trans_b)
+    if beta != 0 and out is None:
+        raise ValueError("gemm: beta != 0 accumulates into out, so out must be given")
+    lib = native_library()
+    if lib is not None and _is_f32(a, b) and (out is None or out.dtype == _F32) and \
+            (any_size or m * n * k >= NATIVE_MIN_GEMM_WORK):
+        return _gemm_native(lib, a, b, trans_a, trans_b, float(alpha), float(beta), out)
+    if lib is not None and _is_f16(a, b) and alpha == 1 and beta == 0 and \
+            (out is None or out.dtype == _F16) and \
+            (any_size or m * n * k >= NATIVE_MIN_HALF_GEMM_WORK):
+        result = _hgemm_native(lib, a, b, trans_a, trans_b)
+        if out is not None:
+            np.copyto(out, result)
+            return out
+        return result
+    record_path("numpy")
     a2 = a.T if trans_a else a
     b2 = b.T if trans_b else b
-    _set_path("numpy")
-    if out is not None:
-        return np.matmul(a2, b2, out=out)
-    return a2 @ b2
+    if alpha == 1 and beta == 0:
+        return np.matmul(a2, b2, out=out) if out is not None else a2 @ b2
+    product = a2 @ b2
+    product *= np.asarray(alpha, dtype=product.dtype)  # in place: no third array
+    if out is None:
+        return product
+    if beta == 0:
+        np.copyto(out, product)
+    else:
+        out *= beta
+        out += product
+    return out
 
 
-def _batched_native(kernels, native, a, b):
+def _batched_native(lib, a, b):
     """a @ b for float32 a: (..., M, K), b: (..., K, N), both at least 3-D after
-    promotion, through one strided-batched call; None when the layouts do not allow it."""
+    promotion, through one strided-batched call."""
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     count = int(np.prod(batch, dtype=np.int64))
     m, k = a.shape[-2:]
@@ -330,11 +331,11 @@ def _batched_native(kernels, native, a, b):
     out = np.empty(batch + (m, n), dtype=_F32)
     if count == 0:
         return out
-    status = kernels.sgemm_batched(int(a_flip), int(b_flip), m, n, k, 1.0,
-                                   a3.ctypes.data, lda, sa, b3.ctypes.data, ldb, sb, 0.0,
-                                   out.ctypes.data, max(n, 1), m * n, count)
-    _check(native, status, "matmul")
-    _report(kernels)
+    status = lib.tt_sgemm_strided_batched(int(a_flip), int(b_flip), m, n, k, 1.0,
+                                          a3.ctypes.data, lda, sa, b3.ctypes.data, ldb, sb, 0.0,
+                                          out.ctypes.data, max(n, 1), m * n, count)
+    check_status(status, "matmul")
+    record_native_path()
     return out
 
 
@@ -353,19 +354,13 @@ def _matmul_work(a: np.ndarray, b: np.ndarray):
     return int(np.prod(batch, dtype=np.int64)) * m * n * k
 
 
-def _matmul_native(kernels, native, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b (NumPy rules) for float32 arrays whose shapes match (see _matmul_work)."""
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
-    k, n = b2.shape[-2:]
-    if a2.ndim == 2 and b2.ndim == 2:
-        out = _gemm_native(kernels, native, a2, b2, False, False, None)
-    elif b2.ndim == 2 and a2.flags.c_contiguous:
-        # (..., M, K) @ (K, N): fold the batch into the rows, one GEMM.
-        out = _gemm_native(kernels, native, a2.reshape(-1, k), b2, False, False,
-                           None).reshape(a2.shape[:-1] + (n,))
-    else:
-        out = _batched_native(kernels, native, a2, b2)
+def _promote(a: np.ndarray, b: np.ndarray):
+    """NumPy's 1-D promotion: a vector a is a row (1, K), a vector b a column (K, 1)."""
+    return (a[None, :] if a.ndim == 1 else a), (b[:, None] if b.ndim == 1 else b)
+
+
+def _demote(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Drop the axes _promote added."""
     if a.ndim == 1:
         out = out[..., 0, :]
     if b.ndim == 1:
@@ -373,19 +368,76 @@ def _matmul_native(kernels, native, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _matmul_native(lib, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b (NumPy rules) for float32 arrays whose shapes match (see _matmul_work)."""
+    a2, b2 = _promote(a, b)
+    k, n = b2.shape[-2:]
+    if a2.ndim == 2 and b2.ndim == 2:
+        out = _gemm_native(lib, a2, b2, False, False, 1.0, 0.0, None)
+    elif b2.ndim == 2 and a2.flags.c_contiguous:
+        # (..., M, K) @ (K, N): fold the batch into the rows, one GEMM.
+        out = _gemm_native(lib, a2.reshape(-1, k), b2, False, False, 1.0, 0.0,
+                           None).reshape(a2.shape[:-1] + (n,))
+    else:
+        out = _batched_native(lib, a2, b2)
+    return _demote(out, a, b)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, any_size: bool = False) -> np.ndarray:
     """a @ b with NumPy's batching and 1-D promotion rules."""
-    rt = _runtime()
-    if rt is not None and _is_f32(a, b):
+    lib = native_library()
+    if lib is not None and _is_f32(a, b):
         work = _matmul_work(a, b)
-        if work is not None and work >= NATIVE_MIN_GEMM_WORK:
-            return _matmul_native(rt[0], rt[1], a, b)
-    elif rt is not None and _is_f16(a, b):
+        if work is not None and (any_size or work >= NATIVE_MIN_GEMM_WORK):
+            return _matmul_native(lib, a, b)
+    elif lib is not None and _is_f16(a, b):
         work = _matmul_work(a, b)
-        if work is not None and work >= NATIVE_MIN_HALF_GEMM_WORK:
-            return _matmul_half(rt[0], rt[1], a, b)
-    _set_path("numpy")
+        if work is not None and (any_size or work >= NATIVE_MIN_HALF_GEMM_WORK):
+            return _matmul_half(lib, a, b)
+    record_path("numpy")
     return np.matmul(a, b)
+
+
+def matmul_backward(a: np.ndarray, b: np.ndarray, grad: np.ndarray, need=(True, True),
+                    any_size: bool = False):
+    """Gradients of ``a @ b`` (NumPy rules) given the gradient of the result:
+    (grad @ b^T, a^T @ grad), None where ``need`` says False. Transposes reach the GEMM
+    as flags, never as copies. A 1-D operand's gradient has its shape; batch axes are
+    left as broadcast (the autograd engine sums them to each operand's shape)."""
+    a2, b2 = _promote(a, b)
+    g = grad
+    if b.ndim == 1:
+        g = np.expand_dims(g, -1)
+    if a.ndim == 1:
+        g = np.expand_dims(g, -2)
+    ga = gb = None
+    if a2.ndim == 2 and b2.ndim == 2:
+        if need[0]:
+            ga = gemm(g, b2, trans_b=True, any_size=any_size)
+        if need[1]:
+            gb = gemm(a2, g, trans_a=True, any_size=any_size)
+    elif b2.ndim == 2:
+        # batched x @ weight: fold the batch into rows, one GEMM each way
+        k, n = b2.shape
+        rows = int(np.prod(g.shape[:-1], dtype=np.int64))  # not reshape(-1, n): ambiguous for n == 0
+        g2 = g.reshape(rows, n)
+        if need[0]:
+            ga = gemm(g2, b2, trans_b=True, any_size=any_size).reshape(g.shape[:-1] + (k,))
+        if need[1]:
+            a_rows = np.broadcast_to(a2, g.shape[:-1] + (k,)).reshape(rows, k)
+            gb = gemm(a_rows, g2, trans_a=True, any_size=any_size)
+    else:
+        if need[0]:
+            ga = matmul(g, np.swapaxes(b2, -1, -2), any_size=any_size)
+        if need[1]:
+            gb = matmul(np.swapaxes(a2, -1, -2), g, any_size=any_size)
+    # a 1-D operand was promoted to a matrix: drop that axis and sum the batch axes
+    # (sum, not reshape(-1, k): that is ambiguous when k == 0)
+    if ga is not None and a.ndim == 1:
+        ga = ga.sum(axis=tuple(range(ga.ndim - 1)))
+    if gb is not None and b.ndim == 1:
+        gb = gb.sum(axis=tuple(range(gb.ndim - 2)) + (gb.ndim - 1,))
+    return ga, gb
 
 
 # --------------------------------------------------------------------------------------
@@ -403,7 +455,7 @@ def _half_layout(x: np.ndarray):
     return x, max(x.shape[1], 1), False
 
 
-def _hgemm_native(kernels, native, a, b, trans_a, trans_b):
+def _hgemm_native(lib, a, b, trans_a, trans_b):
     """op(a) @ op(b) through tt_hgemm; a, b are 2-D float16 (storage, before op)."""
     m = a.shape[1] if trans_a else a.shape[0]
     k = a.shape[0] if trans_a else a.shape[1]
@@ -411,23 +463,22 @@ def _hgemm_native(kernels, native, a, b, trans_a, trans_b):
     a_arr, lda, a_flip = _half_layout(a)
     b_arr, ldb, b_flip = _half_layout(b)
     out = np.empty((m, n), dtype=_F16)
-    status = kernels.hgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, 1.0,
-                           a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, 0.0,
-                           out.ctypes.data, max(n, 1))
-    _check(native, status, "gemm (float16)")
-    _report(kernels)
+    status = lib.tt_hgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, 1.0,
+                          a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, 0.0,
+                          out.ctypes.data, max(n, 1))
+    check_status(status, "gemm (float16)")
+    record_native_path()
     return out
 
 
-def _matmul_half(kernels, native, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _matmul_half(lib, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a @ b (NumPy rules) for float16 arrays with matching shapes: batches become one
     GEMM when b is a matrix, else one tt_hgemm call per matrix of the broadcast batch."""
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
+    a2, b2 = _promote(a, b)
     m, k = a2.shape[-2:]
     n = b2.shape[-1]
     if b2.ndim == 2:
-        out = _hgemm_native(kernels, native, a2.reshape(-1, k), b2, False, False)
+        out = _hgemm_native(lib, a2.reshape(-1, k), b2, False, False)
         out = out.reshape(a2.shape[:-1] + (n,))
     else:
         batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
@@ -435,23 +486,24 @@ def _matmul_half(kernels, native, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         b3 = np.broadcast_to(b2, batch + (k, n)).reshape((-1, k, n))
         out = np.empty((a3.shape[0], m, n), dtype=_F16)
         for i in range(a3.shape[0]):
-            out[i] = _hgemm_native(kernels, native, a3[i], b3[i], False, False)
+            out[i] = _hgemm_native(lib, a3[i], b3[i], False, False)
         out = out.reshape(batch + (m, n))
-    if a.ndim == 1:
-        out = out[..., 0, :]
-    if b.ndim == 1:
-        out = out[..., 0]
-    return out
+    return _demote(out, a, b)
 
 
 # --------------------------------------------------------------------------------------
 # Fused bias + GELU
 # --------------------------------------------------------------------------------------
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    # Stable for any z: exp only ever sees non-positive arguments.
+def stable_sigmoid(z: np.ndarray) -> np.ndarray:
+    """1 / (1 + exp(-z)) for any z without overflow: exp only sees non-positive values.
+    Integer and boolean input is promoted to float32 (a sigmoid is never an integer);
+    floating input keeps its dtype."""
+    z = np.asarray(z)
+    if z.dtype.kind not in "fc":
+        z = z.astype(np.float32)
     e = np.exp(-np.abs(z))
-    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(z.dtype, copy=False)
 
 
 def _gelu_native_ok(x, bias) -> bool:
@@ -459,58 +511,66 @@ def _gelu_native_ok(x, bias) -> bool:
             (bias is None or (_is_f32(bias) and bias.shape == x.shape[-1:])))
 
 
-def _bias_gelu_native(kernels, native, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+def _bias_gelu_native(lib, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
     xc = np.ascontiguousarray(x)
     bc = None if bias is None else np.ascontiguousarray(bias)
     y = np.empty(x.shape, dtype=_F32)
     cols = x.shape[-1]
-    status = kernels.gelu_forward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
-                                  y.ctypes.data, x.size // max(cols, 1), cols)
-    _check(native, status, "bias_gelu")
-    _report(kernels)
+    status = lib.tt_bias_gelu_forward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
+                                      y.ctypes.data, x.size // max(cols, 1), cols)
+    check_status(status, "bias_gelu")
+    record_native_path()
     return y
 
 
-def _bias_gelu_backward_native(kernels, native, x, bias, grad):
+def _bias_gelu_backward_native(lib, x, bias, grad):
     xc = np.ascontiguousarray(x)
     gc = np.ascontiguousarray(grad)
     bc = None if bias is None else np.ascontiguousarray(bias)
     gx = np.empty(x.shape, dtype=_F32)
     gb = None if bias is None else np.empty(bias.shape, dtype=_F32)
     cols = x.shape[-1]
-    status = kernels.gelu_backward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
-                                   gc.ctypes.data, gx.ctypes.data,
-                                   None if gb is None else gb.ctypes.data,
-                                   x.size // max(cols, 1), cols)
-    _check(native, status, "bias_gelu_backward")
-    _report(kernels)
+    status = lib.tt_bias_gelu_backward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
+                                       gc.ctypes.data, gx.ctypes.data,
+                                       None if gb is None else gb.ctypes.data,
+                                       x.size // max(cols, 1), cols)
+    check_status(status, "bias_gelu_backward")
+    record_native_path()
     return gx, gb
 
 
-def bias_gelu(x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+def _float(x: np.ndarray) -> np.ndarray:
+    """GELU of an integer or boolean array is a float32 array, never a truncated integer."""
+    return x if x.dtype.kind in "fc" else x.astype(np.float32)
+
+
+def bias_gelu(x: np.ndarray, bias: np.ndarray | None, any_size: bool = False) -> np.ndarray:
     """gelu_tanh(x + bias), bias broadcast over the last axis (None means no bias)."""
-    rt = _runtime()
-    if rt is not None and x.size >= NATIVE_MIN_ELEMENTS and _gelu_native_ok(x, bias):
-        return _bias_gelu_native(rt[0], rt[1], x, bias)
+    x = _float(np.asarray(x))
+    lib = native_library()
+    if lib is not None and (any_size or x.size >= NATIVE_MIN_ELEMENTS) and _gelu_native_ok(x, bias):
+        return _bias_gelu_native(lib, x, bias)
     u = x if bias is None else x + bias
-    _set_path("numpy")
+    record_path("numpy")
     with np.errstate(over="ignore", invalid="ignore"):
         z = 2.0 * _SQRT_2_OVER_PI * (u + _GELU_C * u * u * u)
-        y = u * _sigmoid(z)
+        y = u * stable_sigmoid(z)
         neg_inf = np.isneginf(u)
         if neg_inf.any():
             y = np.where(neg_inf, -0.0, y)  # the limit, not -inf * 0 = NaN
-        return y.astype(x.dtype, copy=False)
+        return y.astype(u.dtype, copy=False)
 
 
-def bias_gelu_backward(x: np.ndarray, bias: np.ndarray | None, grad: np.ndarray):
+def bias_gelu_backward(x: np.ndarray, bias: np.ndarray | None, grad: np.ndarray,
+                       any_size: bool = False):
     """Gradients of gelu_tanh(x + bias): (grad * gelu'(u), sum of that over leading axes)."""
-    rt = _runtime()
-    if rt is not None and x.size >= NATIVE_MIN_ELEMENTS and _gelu_native_ok(x, bias) and \
-            _is_f32(grad) and grad.shape == x.shape:
-        return _bias_gelu_backward_native(rt[0], rt[1], x, bias, grad)
+    x = _float(np.asarray(x))
+    lib = native_library()
+    if lib is not None and (any_size or x.size >= NATIVE_MIN_ELEMENTS) and \
+            _gelu_native_ok(x, bias) and _is_f32(grad) and grad.shape == x.shape:
+        return _bias_gelu_backward_native(lib, x, bias, grad)
     u = x if bias is None else x + bias
-    _set_path("numpy")
+    record_path("numpy")
     with np.errstate(over="ignore", invalid="ignore"):
         # d/du [u sigmoid(z)] = s + u z' s (1 - s), with s (1 - s) = e / (1 + e)^2 and
         # e = exp(-|z|) in [0, 1]: no cancellation (1 + tanh would lose everything below
@@ -521,6 +581,6 @@ def bias_gelu_backward(x: np.ndarray, bias: np.ndarray | None, grad: np.ndarray)
         s = np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
         slope = u * (2.0 * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * u * u)) * (e / ((1.0 + e) * (1.0 + e)))
         d = s + np.where(e == 0, 0.0, slope)
-    gx = (grad * d).astype(x.dtype, copy=False)
+    gx = (grad * d).astype(u.dtype, copy=False)
     gb = None if bias is None else gx.reshape(-1, gx.shape[-1]).sum(axis=0).astype(bias.dtype, copy=False)
     return gx, gb

@@ -14,6 +14,8 @@ device) at call time and falls back to NumPy, so the imports below are plain imp
 """
 from __future__ import annotations
 
+# The package's one switch and one report (the kernel door's), for extension users.
+from ..core.acceleration import last_path, use_native
 from .template import scaled_matmul
 from .lora import LoRALinear, inject_lora, lora_state_dict, load_lora_state_dict
 from .checkpoint import checkpoint, checkpoint_sequential
@@ -23,6 +25,7 @@ from .optimizers import Lion, Muon
 from .simd_ops import simd_matmul, simd_fused_bias_gelu, has_simd_support, simd_build_info
 
 __all__ = [
+    "last_path", "use_native",
     "scaled_matmul",
     "LoRALinear", "inject_lora", "lora_state_dict", "load_lora_state_dict",
     "checkpoint", "checkpoint_sequential",

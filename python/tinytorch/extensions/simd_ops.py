@@ -22,10 +22,14 @@ Contract (docs/extending.md):
     result is float32. Complex inputs raise TypeError.
   * Non-contiguous inputs are fine: transposed views reach the GEMM as transpose flags,
     other strides are copied once.
-  * Fallback: without the runtime library (or inside ``native_disabled()``) NumPy
-    computes the same formulas; ``last_path()`` names what ran ("native:sgemm:avx2",
-    "native:bias_gelu_forward:avx2", ..., or "numpy"). Unlike the core's dispatch,
-    these functions send even tiny float32 problems to the native kernels.
+  * Fallback: without the runtime library (or inside ``tinytorch.use_native(False)``, the
+    package's one switch) NumPy computes the same formulas; ``last_path()`` (the door's
+    thread-local report, re-exported) names what ran ("native:sgemm:avx2",
+    "native:bias_gelu_forward:avx2", ..., or "numpy"). Unlike the core, these functions
+    pass ``any_size=True`` to the door: even tiny float32 problems run natively.
+
+Everything here goes through the public kernel API of ``tinytorch.core.acceleration``
+(the door): this file adds the dtype rule, shape checks and autograd, no kernel calls.
 
 Shapes: ``simd_matmul(a, b)`` takes arrays of at least 2 dimensions with NumPy's batching
 rules; mismatched inner sizes raise ``ValueError("Incompatible matrix dimensions:
@@ -35,36 +39,17 @@ of shape (D,) or None; any other bias shape raises ``ValueError("bias must have 
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 
 from ..core import acceleration as _acc
+from ..core.acceleration import last_path
 from ..core.autograd import Function
 from ..core.tensor import Tensor
 
 __all__ = ["simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info",
-           "last_path", "native_disabled", "SimdMatmulFunction", "FusedBiasGeluFunction"]
+           "last_path", "SimdMatmulFunction", "FusedBiasGeluFunction"]
 
 _SIMD_ISAS = ("avx2", "avx512", "neon")
-_last_path = "none"
-
-
-def last_path() -> str:
-    """What the most recent simd_* forward or backward call ran ("native:...", "numpy")."""
-    return _last_path
-
-
-def _note_path() -> None:
-    global _last_path
-    _last_path = _acc.last_path()
-
-
-@contextmanager
-def native_disabled():
-    """``with native_disabled():`` computes with NumPy (parity tests, benchmarks)."""
-    with _acc.use_native(False):
-        yield
 
 
 # --------------------------------------------------------------------------------------
@@ -80,49 +65,6 @@ def _as_kernel_dtype(x: np.ndarray, who: str) -> np.ndarray:
     raise TypeError(f"{who}: expected a real-valued array, got dtype {x.dtype}")
 
 
-def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a @ b for arrays of one dtype: float32 on the native GEMM whatever the size."""
-    rt = _acc._runtime()
-    if rt is not None and a.dtype == np.float32 and b.dtype == np.float32:
-        out = _acc._matmul_native(rt[0], rt[1], a, b)
-    else:
-        out = _acc.matmul(a, b)
-    _note_path()
-    return out
-
-
-def _gemm(a: np.ndarray, b: np.ndarray, trans_a: bool, trans_b: bool) -> np.ndarray:
-    """op(a) @ op(b) for 2-D arrays of one dtype, transposes as flags."""
-    rt = _acc._runtime()
-    if rt is not None and a.dtype == np.float32 and b.dtype == np.float32:
-        out = _acc._gemm_native(rt[0], rt[1], a, b, trans_a, trans_b, None)
-    else:
-        out = _acc.gemm(a, b, trans_a, trans_b)
-    _note_path()
-    return out
-
-
-def _gelu_forward(x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
-    rt = _acc._runtime()
-    if rt is not None and _acc._gelu_native_ok(x, bias):
-        y = _acc._bias_gelu_native(rt[0], rt[1], x, bias)
-    else:
-        y = _acc.bias_gelu(x, bias)
-    _note_path()
-    return y
-
-
-def _gelu_backward(x, bias, grad):
-    rt = _acc._runtime()
-    if rt is not None and _acc._gelu_native_ok(x, bias) and grad.dtype == np.float32 \
-            and grad.shape == x.shape:
-        out = _acc._bias_gelu_backward_native(rt[0], rt[1], x, bias, grad)
-    else:
-        out = _acc.bias_gelu_backward(x, bias, grad)
-    _note_path()
-    return out
-
-
 # --------------------------------------------------------------------------------------
 # Autograd Functions
 # --------------------------------------------------------------------------------------
@@ -132,27 +74,11 @@ class SimdMatmulFunction(Function):
 
     def forward(self, a, b):
         self.a, self.b = a, b
-        return _matmul(a, b)
+        return _acc.matmul(a, b, any_size=True)
 
     def backward(self, grad_output):
-        a, b = self.a, self.b
-        g = grad_output.astype(a.dtype, copy=False)
-        need_a, need_b = self.needs_input_grad[0], self.needs_input_grad[1]
-        grad_a = grad_b = None
-        if a.ndim == 2 and b.ndim == 2:
-            # Transpose flags, not transposed copies: the GEMM packs op(A) directly.
-            if need_a:
-                grad_a = _gemm(g, b, False, True)
-            if need_b:
-                grad_b = _gemm(a, g, True, False)
-        else:
-            # Batched: swapped views reach the strided-batched GEMM as transpose flags;
-            # the autograd engine sums gradients over broadcast batch axes.
-            if need_a:
-                grad_a = _matmul(g, np.swapaxes(b, -1, -2))
-            if need_b:
-                grad_b = _matmul(np.swapaxes(a, -1, -2), g)
-        return grad_a, grad_b
+        g = grad_output.astype(self.a.dtype, copy=False)
+        return _acc.matmul_backward(self.a, self.b, g, self.needs_input_grad[:2], any_size=True)
 
 
 class FusedBiasGeluFunction(Function):
@@ -160,12 +86,11 @@ class FusedBiasGeluFunction(Function):
 
     def forward(self, x, bias):
         self.x, self.bias = x, bias
-        return _gelu_forward(x, bias)
+        return _acc.bias_gelu(x, bias, any_size=True)
 
     def backward(self, grad_output):
         g = grad_output.astype(self.x.dtype, copy=False)
-        grad_x, grad_bias = _gelu_backward(self.x, self.bias, g)
-        return grad_x, grad_bias
+        return _acc.bias_gelu_backward(self.x, self.bias, g, any_size=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -199,7 +124,7 @@ def simd_matmul(a, b):
         a_arr, b_arr = a_arr.astype(np.float64), b_arr.astype(np.float64)
     if isinstance(a, Tensor) or isinstance(b, Tensor):
         return SimdMatmulFunction.apply(_as_tensor(a, a_arr), _as_tensor(b, b_arr))
-    return _matmul(a_arr, b_arr)
+    return _acc.matmul(a_arr, b_arr, any_size=True)
 
 
 def simd_fused_bias_gelu(x, bias=None):
@@ -220,7 +145,7 @@ def simd_fused_bias_gelu(x, bias=None):
     if isinstance(x, Tensor) or isinstance(bias, Tensor):
         x_t = _as_tensor(x, x_arr)
         return FusedBiasGeluFunction.apply(x_t, None if bias is None else _as_tensor(bias, b_arr))
-    return _gelu_forward(x_arr, b_arr)
+    return _acc.bias_gelu(x_arr, b_arr, any_size=True)
 
 
 def _as_tensor(x, arr: np.ndarray) -> Tensor:
@@ -228,17 +153,8 @@ def _as_tensor(x, arr: np.ndarray) -> Tensor:
     of ``x`` when the dtype rule converted it (gradients reach ``x`` in its own dtype);
     a constant Tensor for an ndarray mixed with Tensors."""
     if isinstance(x, Tensor):
-        return x if x.data is arr else _Cast.apply(x, arr.dtype)
+        return x if x.data is arr else x.to(arr.dtype)
     return Tensor._make(arr, False, None)
-
-
-class _Cast(Function):
-    def forward(self, x, dtype):
-        self.dtype = x.dtype
-        return x.astype(dtype)
-
-    def backward(self, grad_output):
-        return grad_output.astype(self.dtype), None
 
 
 def has_simd_support() -> bool:
@@ -246,9 +162,9 @@ def has_simd_support() -> bool:
     (AVX2, AVX-512 or NEON) rather than the scalar fallback."""
     if not _acc.native_available():
         return False
-    from .. import _native
+    from .. import native
     try:
-        return _native.isa_active() in _SIMD_ISAS
+        return native.isa() in _SIMD_ISAS
     except Exception:  # noqa: BLE001 - a broken library means no SIMD
         return False
 

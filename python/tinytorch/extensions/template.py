@@ -19,93 +19,51 @@ This file is the worked example of the four-part extension contract
      on NumPy arrays; ``Function.apply`` records it.
   4. Graceful fallback, chosen at call time and reported: the native path runs when the
      runtime library is loaded, the inputs are float32 and the native path is enabled;
-     otherwise NumPy runs. ``last_path()`` names what ran ("native:sgemm:avx2",
-     "numpy"), and ``native_disabled()`` forces the fallback so tests can compare both.
+     otherwise NumPy runs. The switch and the report are the package's own, from the
+     kernel door ``tinytorch.core.acceleration``: ``use_native(False)`` (or
+     ``TINYTORCH_DISABLE_NATIVE=1``) forces the fallback so tests can compare both, and
+     ``last_path()`` names what ran ("native:sgemm:avx2", "numpy").
+
+The lesson of this file is the raw call across the C ABI: ``native_library()`` hands out
+the loaded libtinytorch (declared once, in ``tinytorch._native``, with integer-address
+pointers) and ``_gemm`` calls ``tt_sgemm`` on array addresses itself. An extension that
+only needs the shipped kernels calls the door's ``gemm``/``matmul`` instead.
 
 Shapes: ``a`` is (..., K) (leading axes are folded into rows, like ``Linear``), ``b`` is
 (K, N); the result is (..., N). Import never fails: the runtime is looked up lazily.
 """
 from __future__ import annotations
 
-import ctypes
-import threading
-from contextlib import contextmanager
-
 import numpy as np
 
+from ..core import acceleration as _acc
+from ..core.acceleration import last_path
 from ..core.autograd import Function
 from ..core.tensor import Tensor
 
-__all__ = ["scaled_matmul", "ScaledMatmulFunction", "last_path", "native_disabled",
-           "set_native_enabled", "native_enabled"]
-
-_state = threading.local()
-_native_enabled = True
-
-
-def last_path() -> str:
-    """The implementation the calling thread's last ``scaled_matmul`` forward or backward used."""
-    return getattr(_state, "path", "none")
-
-
-def _set_path(name: str) -> None:
-    _state.path = name
-
-
-def set_native_enabled(enabled: bool) -> None:
-    """Globally allow (True) or forbid (False) the native path."""
-    global _native_enabled
-    _native_enabled = bool(enabled)
-
-
-def native_enabled() -> bool:
-    return _native_enabled
-
-
-@contextmanager
-def native_disabled():
-    """``with native_disabled():`` runs the NumPy fallback (parity tests, benchmarks)."""
-    previous = _native_enabled
-    set_native_enabled(False)
-    try:
-        yield
-    finally:
-        set_native_enabled(previous)
-
-
-def _runtime():
-    """The loaded runtime library, or None. Looked up per call so a missing or broken
-    library never affects import and a library loaded later is picked up."""
-    if not _native_enabled:
-        return None
-    try:
-        from .. import _native
-    except Exception:  # noqa: BLE001 - any failure means "no native path"
-        return None
-    return _native.lib if _native.available() else None
-
+__all__ = ["scaled_matmul", "ScaledMatmulFunction", "last_path"]
 
 def _gemm(a2: np.ndarray, b2: np.ndarray, alpha: float, trans_a: bool, trans_b: bool) -> np.ndarray:
     """alpha * op(a2) @ op(b2) for 2-D arrays: one native call, or NumPy."""
     m = a2.shape[1] if trans_a else a2.shape[0]
     n = b2.shape[0] if trans_b else b2.shape[1]
     k = a2.shape[0] if trans_a else a2.shape[1]
-    lib = _runtime()
+    lib = _acc.native_library()  # None when the switch is off or the library is missing
     if lib is not None and a2.dtype == np.float32 and b2.dtype == np.float32:
-        from .. import _native
         # The C ABI takes row-major matrices with a leading dimension; make each operand
         # contiguous once here rather than rejecting strided views.
         a_c = np.ascontiguousarray(a2)
         b_c = np.ascontiguousarray(b2)
         out = np.empty((m, n), dtype=np.float32)
-        _native.check(lib.tt_sgemm(int(trans_a), int(trans_b), m, n, k, ctypes.c_float(alpha),
-                                   _native.f32_ptr(a_c), max(a_c.shape[1], 1),
-                                   _native.f32_ptr(b_c), max(b_c.shape[1], 1),
-                                   ctypes.c_float(0.0), _native.f32_ptr(out), max(n, 1)),
-                      "scaled_matmul")
-        _set_path("native:" + (_native.last_kernel_path() or "sgemm"))
+        # Pointers cross the ABI as integer addresses; the arrays stay alive meanwhile.
+        status = lib.tt_sgemm(int(trans_a), int(trans_b), m, n, k, alpha,
+                              a_c.ctypes.data, max(a_c.shape[1], 1),
+                              b_c.ctypes.data, max(b_c.shape[1], 1),
+                              0.0, out.ctypes.data, max(n, 1))
+        _acc.check_status(status, "scaled_matmul")
+        _acc.record_native_path()  # the runtime's own report of the kernel that ran
         return out
-    _set_path("numpy")
+    _acc.record_path("numpy")
     x = a2.T if trans_a else a2
     y = b2.T if trans_b else b2
     out = x @ y
