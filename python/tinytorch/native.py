@@ -45,6 +45,8 @@ def set_isa(name: str) -> None:
     """Force the kernels onto one instruction set: 'scalar', 'avx2', 'avx512' or 'neon'.
     Raises RuntimeError if this CPU or build lacks it (it is never executed)."""
     _native.set_isa(name)
+    from . import backends
+    backends.refresh()  # the cpu:<isa> entries' probes depend on the active ISA
 
 
 def isa() -> str:

@@ -221,12 +221,16 @@ def test_cli_info_reports_isa_and_backends(lib):
     assert out.returncode == 0, out.stderr
     text = out.stdout
     assert "ISA active" in text and native.isa() in text
-    for backend in ("SIMD CPU", "Triton", "MPS", "CUDA"):
-        assert backend in text
-    # each missing back end says why
-    for line in text.splitlines():
-        if line.strip().startswith(("Triton", "MPS", "CUDA")) and " no " in line:
-            assert len(line.split(" no ", 1)[1].strip()) > 10
+    # every registered back end is listed, usable or with the reason it is not
+    from tinytorch import backends
+    names = [b.name for b in backends.registered()]
+    assert {"numpy", "cpu:" + native.isa(), "triton", "cuda", "mps"} <= set(names)
+    listed = {line.split()[0]: line for line in text.splitlines()[text.splitlines().index("Accelerator back ends") + 1:]}
+    assert set(listed) == set(names)
+    assert " yes " in listed["cpu:" + native.isa()] and " yes " in listed["numpy"]
+    for name, line in listed.items():
+        if " no " in line:
+            assert len(line.split(" no ", 1)[1].strip()) > 10, line
 
 
 def test_cli_info_without_library(tmp_path):

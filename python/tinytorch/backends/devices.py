@@ -1,10 +1,10 @@
-"""backends: which accelerator back ends exist on this machine, and why not when not.
+"""devices: the GPU back ends' probes -- Triton, CUDA, Apple MPS -- registered with no op yet.
 
 Each probe returns (available: bool, detail: str) and never raises or imports a
 heavy package: Triton is found with importlib.util.find_spec, CUDA by loading the
 driver library and asking for a device count, Metal by platform and by whether the
-runtime was built with it. `tinytorch info` prints these; extensions use them to
-choose a path at call time.
+runtime was built with it. `tinytorch info` prints them. A GPU back end that lands adds
+its ops here (or in a file of its own) and the door starts routing to it.
 """
 from __future__ import annotations
 
@@ -12,18 +12,8 @@ import ctypes
 import importlib.util
 import sys
 
-from . import _native
-
-
-def simd_cpu() -> tuple[bool, str]:
-    if not _native.available():
-        return False, _native.reason()
-    info = _native.build_info()
-    detail = f"active ISA {info['isa_active']} (compiled: {', '.join(info['isas_compiled'])}; " \
-             f"CPU supports: {', '.join(info['isa_detected'])})"
-    if info.get("isa_env_error"):
-        detail += f"; {info['isa_env_error']}"
-    return True, detail
+from .. import _native
+from . import register
 
 
 def cuda() -> tuple[bool, str]:
@@ -65,5 +55,6 @@ def mps() -> tuple[bool, str]:
     return bool(_native.lib.tt_mps_available()), "Metal Performance Shaders"
 
 
-def all_backends() -> dict[str, tuple[bool, str]]:
-    return {"SIMD CPU": simd_cpu(), "Triton": triton(), "MPS": mps(), "CUDA": cuda()}
+register("triton", probe=triton, priority=300, description="Triton kernels on an NVIDIA GPU")
+register("cuda", probe=cuda, priority=300, description="CUDA kernels on an NVIDIA GPU")
+register("mps", probe=mps, priority=300, description="Metal Performance Shaders on Apple GPUs")

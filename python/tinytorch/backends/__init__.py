@@ -1,0 +1,176 @@
+"""tinytorch.backends: the registry behind the kernel door, and its one switch and one report.
+
+A back end is one file in this folder that ends with one registration line:
+
+    register("cpu:avx2", probe=..., ops={"gemm": gemm, "matmul": matmul, ...}, priority=100)
+
+  name      what `tinytorch info` and this registry call it
+  probe()   -> (usable now, why or why not); never raises, never imports a heavy package
+  ops       op name -> implementation. An implementation takes the door's arguments
+            (see tinytorch.core.acceleration) and returns its result, or NotImplemented
+            to decline a call (a dtype or a size it does not serve); the next back end
+            in priority order then gets it
+  priority  higher first; the NumPy back end (priority 0) serves every call last
+  native    True for anything but the NumPy fallback: use_native(False) skips these
+
+The door (tinytorch.core.acceleration) asks routes(op) for the usable implementations of
+an op, in order, and calls the first that does not decline. Probes run once and are
+cached until refresh() (native.set_isa calls it); the switch clears the route cache too.
+
+Built in: cpu:scalar, cpu:avx2, cpu:avx512, cpu:neon (cpu.py: the runtime's kernels; the
+entry of the active ISA is the usable one), numpy (numpy_fallback.py), and the device
+probes triton, cuda, mps (devices.py) that implement no op yet.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .. import _native
+
+__all__ = ["Backend", "register", "unregister", "registered", "routes", "status", "refresh",
+           "all_backends", "use_native", "set_native_enabled", "native_enabled",
+           "last_path", "record_path", "record_native_path"]
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    probe: Callable[[], tuple]
+    ops: dict = field(default_factory=dict)
+    priority: int = 0
+    native: bool = True
+    description: str = ""
+
+
+_registry: dict[str, Backend] = {}
+_probed: dict[str, tuple] = {}
+_routes: dict[str, tuple] = {}
+
+
+def register(name: str, *, probe, ops=None, priority: int = 0, native: bool = True,
+             description: str = "") -> Backend:
+    """Add a back end (see the module docstring). A name may be registered once."""
+    if name in _registry:
+        raise ValueError(f"register: a back end named {name!r} is already registered")
+    backend = Backend(name, probe, dict(ops or {}), priority, native, description)
+    _registry[name] = backend
+    refresh()
+    return backend
+
+
+def unregister(name: str) -> None:
+    if _registry.pop(name, None) is None:
+        raise KeyError(f"unregister: no back end named {name!r}")
+    refresh()
+
+
+def refresh() -> None:
+    """Forget probe results and routes (after something they depend on changed)."""
+    _probed.clear()
+    _routes.clear()
+
+
+def registered() -> list[Backend]:
+    """Every registered back end, highest priority first."""
+    return sorted(_registry.values(), key=lambda b: -b.priority)
+
+
+def status(name: str) -> tuple:
+    """(usable now, detail) of one back end; a probe that raises counts as unusable."""
+    if name not in _probed:
+        try:
+            ok, detail = _registry[name].probe()
+        except Exception as exc:  # noqa: BLE001 - a broken probe means "not usable", with why
+            ok, detail = False, f"its probe failed: {exc!r}"
+        _probed[name] = (bool(ok), str(detail))
+    return _probed[name]
+
+
+def routes(op: str) -> tuple:
+    """The implementations of `op` that may run now, in the order the door tries them."""
+    found = _routes.get(op)
+    if found is None:
+        found = _routes[op] = tuple(
+            b.ops[op] for b in registered()
+            if op in b.ops and (_native_enabled or not b.native) and status(b.name)[0])
+    return found
+
+
+def all_backends() -> dict[str, tuple]:
+    """name -> (usable, detail with the ops it serves), for `tinytorch info`."""
+    out = {}
+    for b in registered():
+        ok, detail = status(b.name)
+        ops = ", ".join(sorted(b.ops)) if b.ops else "none yet"
+        if ok and b.native and not _native_enabled:
+            ok, detail = False, "turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1); " + detail
+        out[b.name] = (ok, f"{detail}  [ops: {ops}]")
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The switch: one for the whole package
+# --------------------------------------------------------------------------------------
+
+_native_enabled = os.environ.get("TINYTORCH_DISABLE_NATIVE", "").strip().lower() not in (
+    "1", "true", "yes", "on")
+
+
+def set_native_enabled(enabled: bool) -> None:
+    """Allow (True) or forbid (False) every native back end, process-wide."""
+    global _native_enabled
+    _native_enabled = bool(enabled)
+    _routes.clear()
+
+
+def native_enabled() -> bool:
+    """True unless the native path was turned off (it may still be unavailable)."""
+    return _native_enabled
+
+
+@contextmanager
+def use_native(enabled: bool = True):
+    """``with use_native(False):`` runs the NumPy path everywhere (parity tests, benchmarks)."""
+    previous = _native_enabled
+    set_native_enabled(enabled)
+    try:
+        yield
+    finally:
+        set_native_enabled(previous)
+
+
+# --------------------------------------------------------------------------------------
+# The report: one, per thread
+# --------------------------------------------------------------------------------------
+
+_report_state = threading.local()
+_path_names: dict = {}
+
+
+def last_path() -> str:
+    """What the calling thread's most recent kernel call ran: "numpy", or "native:" + the
+    runtime's own kernel-path report ("native:sgemm:avx2", ...); "none" before any call."""
+    return getattr(_report_state, "path", "none")
+
+
+def record_path(name: str) -> None:
+    """File ``name`` as this thread's last path (a back end or extension with its own path)."""
+    _report_state.path = name
+
+
+def record_native_path() -> None:
+    """File the runtime's report of the kernel that just ran on this thread (it is set inside
+    the kernel, so it proves which machine code executed)."""
+    raw = _native.lib.tt_last_kernel_path()
+    name = _path_names.get(raw)
+    if name is None:
+        name = _path_names[raw] = "native:" + raw.decode()
+    _report_state.path = name
+
+
+# The built-in back ends register themselves on import.
+from . import cpu, devices, numpy_fallback  # noqa: E402,F401

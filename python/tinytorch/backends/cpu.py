@@ -1,0 +1,388 @@
+"""cpu: the native CPU back end -- the runtime's kernels, through the one binding (_native).
+
+Registered once per instruction set (cpu:scalar, cpu:avx2, cpu:avx512, cpu:neon); the
+entry of the runtime's active ISA is the usable one (the runtime picks the micro-kernels;
+these functions are the same for all). Each op returns NotImplemented to decline a call,
+and the NumPy back end then serves it.
+
+Routing rule (which calls run here):
+  * float32 -- every operand float32, and the work large enough: at least
+    NATIVE_MIN_GEMM_WORK multiply-adds for a GEMM and NATIVE_MIN_ELEMENTS elements for
+    bias+GELU, unless the caller passed any_size=True. Below those sizes the fixed cost of
+    a ctypes call (~2-4 us) exceeds what the kernel saves, so NumPy runs (measured with
+    benchmarks/bench_gemm.py and bench_gelu.py on the development machine).
+  * float16 -- float16 GEMMs and matmuls (both operands float16, at least
+    NATIVE_MIN_HALF_GEMM_WORK multiply-adds, alpha 1 and beta 0) go to tt_hgemm: float16
+    storage, float32 products and sums, result rounded to float16. NumPy has no BLAS for
+    float16, so this is what makes float16 training usable.
+  * everything else (float64, integers, mixed dtypes, tiny problems) is declined.
+Every call files the runtime's own kernel-path report ("native:sgemm:avx2",
+"native:sgemm_strided_batched:avx2", "native:bias_gelu_forward:avx2", "native:hgemm:...").
+
+Layouts: operands are passed by pointer with a leading dimension. A row-major view with
+any row stride is passed as is, and a transposed view (column-major storage, e.g. ``x.T``
+or ``np.swapaxes(x, -1, -2)``) is passed as the transpose flag of the untransposed
+storage: no copy. Anything else (negative or odd strides, unaligned data) is copied once
+to a contiguous array. ``out=`` receives the result directly when it is a row-major
+float32 array that does not overlap an input; otherwise through a temporary.
+
+Output allocation is part of the cost: results are fresh ``np.empty`` arrays, and NumPy
+already asks Linux for transparent huge pages on large allocations (madvise), so a fresh
+40 MB output takes ~20 page faults rather than ~10,000. A caller that repeats a shape can
+still skip the allocation with ``gemm(..., out=buffer)``; benchmarks/bench_gemm.py and
+bench_gelu.py report both ("fresh output" columns).
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .. import _native
+from . import record_native_path, register
+
+# Smallest problems sent to the native kernels (see the routing rule above). Measured on the
+# 2-core Zen 3 development machine (1 thread, both paths timed back to back): a native
+# GEMM call costs ~5-10 us of fixed overhead (ctypes, packing), NumPy/OpenBLAS ~3 us, so
+# NumPy wins for square GEMMs below n ~ 48 (~110k multiply-adds) and the native path above.
+# The fused bias+GELU already wins at 64 elements (one pass instead of ~10 NumPy passes).
+NATIVE_MIN_GEMM_WORK = 1 << 17
+NATIVE_MIN_ELEMENTS = 256
+# float16 has no BLAS in NumPy (it multiplies at well under 1 GFLOP/s), so the native
+# half-precision GEMM wins from tiny sizes on.
+NATIVE_MIN_HALF_GEMM_WORK = 1 << 10
+
+_F32 = np.dtype(np.float32)
+_F16 = np.dtype(np.float16)
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        _native.check(status, what)
+
+
+# --------------------------------------------------------------------------------------
+# Operand layouts
+# --------------------------------------------------------------------------------------
+
+def _strided_layout(rows: int, cols: int, s0: int, s1: int):
+    """(ld, transposed) for a rows x cols float32 matrix with byte strides (s0, s1), or
+    None. Row-major storage gives (ld, False); column-major storage gives (ld, True): the
+    C side then sees the transpose, row-major with leading dimension ld."""
+    if cols <= 1:
+        s1 = 4
+    if rows <= 1:
+        s0 = 4 * max(cols, 1)
+    if s1 == 4 and s0 >= 4 * max(cols, 1) and s0 % 4 == 0:
+        return s0 // 4, False
+    if s0 == 4 and s1 >= 4 * max(rows, 1) and s1 % 4 == 0:
+        return s1 // 4, True
+    return None
+
+
+_c_char_from_buffer = ctypes.c_char.from_buffer
+_addressof = ctypes.addressof
+
+
+def _address(x: np.ndarray) -> int:
+    """Address of x's first element. ``x.ctypes.data`` builds a helper object per call
+    (~2-3 us, several times a small GEMM's fixed cost); borrowing the buffer of a writable
+    C-contiguous array is ~4x cheaper. Read-only, empty or strided arrays take the slow way."""
+    try:
+        return _addressof(_c_char_from_buffer(x))
+    except (TypeError, ValueError, BufferError):
+        return x.ctypes.data
+
+
+def _matrix_layout(x: np.ndarray):
+    """(array, ld, transposed) describing 2-D float32 ``x`` for the C ABI, without a copy
+    when its storage is row- or column-major; otherwise a contiguous copy."""
+    if x.flags.c_contiguous and x.flags.aligned:  # the common case, without stride checks
+        return x, max(x.shape[1], 1), False
+    layout = _strided_layout(x.shape[0], x.shape[1], *x.strides) if x.flags.aligned else None
+    if layout is None:
+        x = np.ascontiguousarray(x)
+        layout = (max(x.shape[1], 1), False)
+    return x, layout[0], layout[1]
+
+
+def _is_f16(*arrays) -> bool:
+    return all(type(a) is np.ndarray and a.dtype == _F16 for a in arrays)
+
+
+def _is_f32(*arrays) -> bool:
+    return all(type(a) is np.ndarray and a.dtype == _F32 for a in arrays)
+
+
+# --------------------------------------------------------------------------------------
+# GEMM and matmul
+# --------------------------------------------------------------------------------------
+
+def _gemm_native(lib, a, b, trans_a, trans_b, alpha, beta, out):
+    """alpha op(a) @ op(b) + beta out through tt_sgemm; a, b are 2-D float32 (storage,
+    before op). out (when given) is the accumulator of beta, and receives the result."""
+    m = a.shape[1] if trans_a else a.shape[0]
+    k = a.shape[0] if trans_a else a.shape[1]
+    n = b.shape[0] if trans_b else b.shape[1]
+    a_arr, lda, a_flip = _matrix_layout(a)
+    b_arr, ldb, b_flip = _matrix_layout(b)
+    if out is None:  # the common case: a fresh row-major result
+        target = np.empty((m, n), dtype=_F32)
+        status = lib.tt_sgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, alpha,
+                              _address(a_arr), lda, _address(b_arr), ldb, 0.0,
+                              _address(target), max(n, 1))
+        _check(status, "gemm")
+        record_native_path()
+        return target
+    if out.dtype == _F32 and out.shape == (m, n) and out.flags.writeable \
+            and out.flags.aligned and (out.strides[1] == 4 or n <= 1) and \
+            (m <= 1 or (out.strides[0] % 4 == 0 and out.strides[0] >= 4 * n)) and \
+            not np.may_share_memory(out, a) and not np.may_share_memory(out, b):
+        target = out
+        ldc = max(n, 1) if m <= 1 else out.strides[0] // 4
+    else:
+        target = np.array(out, dtype=_F32, copy=True) if beta != 0 else np.empty((m, n), _F32)
+        ldc = max(n, 1)
+    status = lib.tt_sgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, alpha,
+                          a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, beta,
+                          target.ctypes.data, ldc)
+    _check(status, "gemm")
+    record_native_path()
+    if target is not out:
+        np.copyto(out, target)
+    return out
+
+
+def gemm(a, b, trans_a, trans_b, alpha, beta, out, any_size):
+    """alpha op(a) @ op(b) + beta out (shapes already checked by the door)."""
+    m = a.shape[1] if trans_a else a.shape[0]
+    k = a.shape[0] if trans_a else a.shape[1]
+    n = b.shape[0] if trans_b else b.shape[1]
+    if _is_f32(a, b) and (out is None or out.dtype == _F32) and \
+            (any_size or m * n * k >= NATIVE_MIN_GEMM_WORK):
+        return _gemm_native(_native.lib, a, b, trans_a, trans_b, float(alpha), float(beta), out)
+    if _is_f16(a, b) and alpha == 1 and beta == 0 and (out is None or out.dtype == _F16) and \
+            (any_size or m * n * k >= NATIVE_MIN_HALF_GEMM_WORK):
+        result = _hgemm_native(_native.lib, a, b, trans_a, trans_b)
+        if out is None:
+            return result
+        np.copyto(out, result)
+        return out
+    return NotImplemented
+
+
+def _batched_native(lib, a, b):
+    """a @ b for float32 a: (..., M, K), b: (..., K, N), both at least 3-D after
+    promotion, through one strided-batched call."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    count = int(np.prod(batch, dtype=np.int64))
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    operands = []
+    for x in (a, b):
+        x3 = np.broadcast_to(x, batch + x.shape[-2:]).reshape((count,) + x.shape[-2:])
+        rows, cols = x3.shape[1:]
+        layout = _strided_layout(rows, cols, x3.strides[1], x3.strides[2]) \
+            if x3.flags.aligned else None
+        stride = x3.strides[0] if count > 1 else 0
+        if layout is None or stride < 0 or stride % 4:
+            x3 = np.ascontiguousarray(x3)
+            layout = (max(cols, 1), False)
+            stride = x3.strides[0] if count > 1 else 0
+        operands.append((x3, layout[0], layout[1], stride // 4))
+    (a3, lda, a_flip, sa), (b3, ldb, b_flip, sb) = operands
+    out = np.empty(batch + (m, n), dtype=_F32)
+    if count == 0:
+        return out
+    status = lib.tt_sgemm_strided_batched(int(a_flip), int(b_flip), m, n, k, 1.0,
+                                          a3.ctypes.data, lda, sa, b3.ctypes.data, ldb, sb, 0.0,
+                                          out.ctypes.data, max(n, 1), m * n, count)
+    _check(status, "matmul")
+    record_native_path()
+    return out
+
+
+def _matmul_work(a: np.ndarray, b: np.ndarray):
+    """Multiply-adds of a @ b under NumPy's rules, or None when the shapes do not match."""
+    if a.ndim == 0 or b.ndim == 0:
+        return None
+    m, k = (1, a.shape[0]) if a.ndim == 1 else a.shape[-2:]
+    k2, n = (b.shape[0], 1) if b.ndim == 1 else b.shape[-2:]
+    if k != k2:
+        return None
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        return None
+    return int(np.prod(batch, dtype=np.int64)) * m * n * k
+
+
+def _promote(a: np.ndarray, b: np.ndarray):
+    """NumPy's 1-D promotion: a vector a is a row (1, K), a vector b a column (K, 1)."""
+    return (a[None, :] if a.ndim == 1 else a), (b[:, None] if b.ndim == 1 else b)
+
+
+def _demote(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Drop the axes _promote added."""
+    if a.ndim == 1:
+        out = out[..., 0, :]
+    if b.ndim == 1:
+        out = out[..., 0]
+    return out
+
+
+def _matmul_native(lib, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b (NumPy rules) for float32 arrays whose shapes match (see _matmul_work)."""
+    a2, b2 = _promote(a, b)
+    k, n = b2.shape[-2:]
+    if a2.ndim == 2 and b2.ndim == 2:
+        out = _gemm_native(lib, a2, b2, False, False, 1.0, 0.0, None)
+    elif b2.ndim == 2 and a2.flags.c_contiguous:
+        # (..., M, K) @ (K, N): fold the batch into the rows, one GEMM.
+        out = _gemm_native(lib, a2.reshape(-1, k), b2, False, False, 1.0, 0.0,
+                           None).reshape(a2.shape[:-1] + (n,))
+    else:
+        out = _batched_native(lib, a2, b2)
+    return _demote(out, a, b)
+
+
+def matmul(a, b, any_size):
+    """a @ b with NumPy's batching and 1-D promotion rules."""
+    if _is_f32(a, b):
+        work = _matmul_work(a, b)
+        if work is not None and (any_size or work >= NATIVE_MIN_GEMM_WORK):
+            return _matmul_native(_native.lib, a, b)
+    elif _is_f16(a, b):
+        work = _matmul_work(a, b)
+        if work is not None and (any_size or work >= NATIVE_MIN_HALF_GEMM_WORK):
+            return _matmul_half(_native.lib, a, b)
+    return NotImplemented
+
+
+# --------------------------------------------------------------------------------------
+# float16 GEMM: float16 storage, float32 arithmetic (tt_hgemm)
+# --------------------------------------------------------------------------------------
+
+def _half_layout(x: np.ndarray):
+    """(array, ld, transposed) for a 2-D float16 array: row-major storage as is, a
+    transposed view of row-major storage as the transpose flag, anything else copied."""
+    if x.flags.c_contiguous:
+        return x, max(x.shape[1], 1), False
+    if x.T.flags.c_contiguous:
+        return x.T, max(x.shape[0], 1), True
+    x = np.ascontiguousarray(x)
+    return x, max(x.shape[1], 1), False
+
+
+def _hgemm_native(lib, a, b, trans_a, trans_b):
+    """op(a) @ op(b) through tt_hgemm; a, b are 2-D float16 (storage, before op)."""
+    m = a.shape[1] if trans_a else a.shape[0]
+    k = a.shape[0] if trans_a else a.shape[1]
+    n = b.shape[0] if trans_b else b.shape[1]
+    a_arr, lda, a_flip = _half_layout(a)
+    b_arr, ldb, b_flip = _half_layout(b)
+    out = np.empty((m, n), dtype=_F16)
+    status = lib.tt_hgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, 1.0,
+                          a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, 0.0,
+                          out.ctypes.data, max(n, 1))
+    _check(status, "gemm (float16)")
+    record_native_path()
+    return out
+
+
+def _matmul_half(lib, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b (NumPy rules) for float16 arrays with matching shapes: batches become one
+    GEMM when b is a matrix, else one tt_hgemm call per matrix of the broadcast batch."""
+    a2, b2 = _promote(a, b)
+    m, k = a2.shape[-2:]
+    n = b2.shape[-1]
+    if b2.ndim == 2:
+        out = _hgemm_native(lib, a2.reshape(-1, k), b2, False, False)
+        out = out.reshape(a2.shape[:-1] + (n,))
+    else:
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        a3 = np.broadcast_to(a2, batch + (m, k)).reshape((-1, m, k))
+        b3 = np.broadcast_to(b2, batch + (k, n)).reshape((-1, k, n))
+        out = np.empty((a3.shape[0], m, n), dtype=_F16)
+        for i in range(a3.shape[0]):
+            out[i] = _hgemm_native(lib, a3[i], b3[i], False, False)
+        out = out.reshape(batch + (m, n))
+    return _demote(out, a, b)
+
+
+# --------------------------------------------------------------------------------------
+# Fused bias + GELU
+# --------------------------------------------------------------------------------------
+
+def _gelu_native_ok(x, bias) -> bool:
+    return (x.ndim >= 1 and _is_f32(x) and
+            (bias is None or (_is_f32(bias) and bias.shape == x.shape[-1:])))
+
+
+def _bias_gelu_native(lib, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray:
+    xc = np.ascontiguousarray(x)
+    bc = None if bias is None else np.ascontiguousarray(bias)
+    y = np.empty(x.shape, dtype=_F32)
+    cols = x.shape[-1]
+    status = lib.tt_bias_gelu_forward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
+                                      y.ctypes.data, x.size // max(cols, 1), cols)
+    _check(status, "bias_gelu")
+    record_native_path()
+    return y
+
+
+def _bias_gelu_backward_native(lib, x, bias, grad):
+    xc = np.ascontiguousarray(x)
+    gc = np.ascontiguousarray(grad)
+    bc = None if bias is None else np.ascontiguousarray(bias)
+    gx = np.empty(x.shape, dtype=_F32)
+    gb = None if bias is None else np.empty(bias.shape, dtype=_F32)
+    cols = x.shape[-1]
+    status = lib.tt_bias_gelu_backward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
+                                       gc.ctypes.data, gx.ctypes.data,
+                                       None if gb is None else gb.ctypes.data,
+                                       x.size // max(cols, 1), cols)
+    _check(status, "bias_gelu_backward")
+    record_native_path()
+    return gx, gb
+
+
+def bias_gelu(x, bias, any_size):
+    if (any_size or x.size >= NATIVE_MIN_ELEMENTS) and _gelu_native_ok(x, bias):
+        return _bias_gelu_native(_native.lib, x, bias)
+    return NotImplemented
+
+
+def bias_gelu_backward(x, bias, grad, any_size):
+    if (any_size or x.size >= NATIVE_MIN_ELEMENTS) and _gelu_native_ok(x, bias) and \
+            _is_f32(grad) and grad.shape == x.shape:
+        return _bias_gelu_backward_native(_native.lib, x, bias, grad)
+    return NotImplemented
+
+
+# --------------------------------------------------------------------------------------
+# Registration: one entry per instruction set, the active one usable
+# --------------------------------------------------------------------------------------
+
+def _probe(isa: str):
+    if not _native.available():
+        return False, _native.reason()
+    info = _native.build_info()
+    if isa not in info["isas_compiled"]:
+        return False, f"this build has no {isa} kernels"
+    if isa not in info["isa_detected"]:
+        return False, f"this CPU does not support {isa}"
+    if info["isa_active"] != isa:
+        why = f"; {info['isa_env_error']}" if info.get("isa_env_error") else ""
+        return False, f"supported, but the active ISA is {info['isa_active']} " \
+                      f"(tinytorch.native.set_isa({isa!r}) switches){why}"
+    return True, f"active: libtinytorch {info['version']} kernels for {isa}, " \
+                 f"{info['threads']} thread(s)"
+
+
+OPS = {"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
+       "bias_gelu_backward": bias_gelu_backward}
+
+for _isa in ("avx512", "avx2", "neon", "scalar"):
+    register(f"cpu:{_isa}", probe=lambda isa=_isa: _probe(isa), ops=OPS, priority=100,
+             description=f"the runtime's {_isa} kernels")
