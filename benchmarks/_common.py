@@ -1,18 +1,40 @@
-"""Shared pieces of the kernel benchmarks (bench_gemm.py, bench_gelu.py).
+"""What every benchmark in benchmarks/ shares: one copy of each, so the reports agree.
 
-What it owns: the timer (medians over rounds of per-contender blocks, so a burst of load
-from other processes hits every contender alike while no library runs next to another
-library's still-spinning thread pool), the machine description written into every result
-file, the measured ceilings (the FMA peak from benchmarks/peak.c, compiled here at run
-time, and the copy bandwidth), thread control for the runtime, NumPy's BLAS and PyTorch,
-and Markdown table formatting.
+Each script starts with ``import _common as C`` (the script's own folder is on sys.path when
+it runs) and gets from here, and nowhere else:
 
-What it assumes: tinytorch is importable (installed, or PYTHONPATH=python) and its native
-library is loaded; threadpoolctl is installed (it is a test dependency); PyTorch is
-optional. Nothing here asserts on timings: benchmarks report, tests check correctness.
+  setup        sys.path gains ../python, so the scripts run from a checkout without installing;
+               tinytorch and its native module are imported; the load average is recorded at
+               import, i.e. when the script starts.
+  threads      ``Threads(n)``: the tinytorch runtime, every OpenMP/BLAS pool threadpoolctl finds
+               (OpenBLAS, libgomp) and PyTorch (when the script loaded it) on n threads, restored
+               on exit. Scripts take ``--threads`` instead of setting OMP_/OPENBLAS_NUM_THREADS
+               before NumPy loads: one mechanism, and the report can say what was used.
+  machine      ``machine_lines(threads)``: CPU, cores and SMT, caches, SIMD flags, the runtime's
+               ISAs, NumPy's BLAS, PyTorch, Python, the thread count and the load average at the
+               start and at the time of writing (the machine is shared; the load says how much).
+  timing       ``measure_rounds`` (median over rounds of per-contender blocks: kernels) and
+               ``time_steps`` (one call at a time in alternating rounds: training steps), with
+               ``spread`` for median / p10 / p90.
+  ceilings     ``fma_peaks`` builds and runs peak.c (FMA peak per ISA and thread count),
+               ``fma_ceiling`` and ``percent_of_peak`` turn it into a "% of peak" that flags
+               figures above 100 % instead of printing them; ``copy_bandwidth``.
+  options      ``arguments`` / ``parse``: --threads, --quick and --out (a folder or a .md
+               file) in every script, with the same meaning.
+  reports      ``write_report`` (title, command, machine, body), ``table`` (Markdown).
+  kernels      ``require_native``: the loaded library, through acceleration's door, for the
+               scripts that time a kernel into a preallocated output; ``optimizer_state_bytes``.
+
+What it assumes: threadpoolctl is installed (a test dependency; without it only the tinytorch
+runtime and PyTorch are limited). PyTorch is optional and imported only by the scripts that
+compare against it (``optional_torch()``), so the others neither pay its import nor load its
+OpenMP runtime next to ours. Nothing here asserts on timings: benchmarks report, tests check.
 """
 from __future__ import annotations
 
+import argparse
+import importlib
+import importlib.metadata
 import os
 import platform
 import shutil
@@ -33,14 +55,152 @@ from tinytorch import native  # noqa: E402
 
 try:
     from threadpoolctl import threadpool_info, threadpool_limits
-except ImportError:  # pragma: no cover - benchmarks need it, tests do not
+except ImportError:  # pragma: no cover - benchmarks want it, tests do not
     threadpool_info = threadpool_limits = None
 
-try:
-    import torch
-except ImportError:
-    torch = None
 
+def _loadavg():
+    try:
+        return os.getloadavg()
+    except (OSError, AttributeError):
+        return None
+
+
+LOAD_AT_START = _loadavg()
+STARTED = time.gmtime()
+
+
+def optional_torch():
+    """PyTorch, or None when it is not installed."""
+    try:
+        return importlib.import_module("torch")
+    except ImportError:
+        return None
+
+
+# ----------------------------------------------------------------------------- threads
+
+class Threads:
+    """Context manager: the runtime, threadpoolctl's pools (BLAS, OpenMP) and PyTorch on `n`
+    threads. PyTorch is limited only if the script imported it (sys.modules), so entering this
+    never imports it."""
+
+    def __init__(self, n: int):
+        if n < 1:
+            raise ValueError(f"thread count must be >= 1, got {n}")
+        self.n = n
+
+    def __enter__(self):
+        self.before = tinytorch.get_num_threads()
+        tinytorch.set_num_threads(self.n)
+        self.limit = threadpool_limits(self.n) if threadpool_limits else None
+        self.torch = sys.modules.get("torch")
+        if self.torch is not None:
+            self.torch_before = self.torch.get_num_threads()
+            self.torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        tinytorch.set_num_threads(self.before)
+        if self.limit is not None:
+            self.limit.restore_original_limits()
+        if self.torch is not None:
+            self.torch.set_num_threads(self.torch_before)
+        return False
+
+
+def thread_counts(text: str) -> list[int]:
+    """'1,2' -> [1, 2] (sorted, unique, positive): the argparse type of list-valued --threads."""
+    try:
+        counts = sorted({int(t) for t in str(text).split(",") if t.strip()})
+    except ValueError:
+        counts = []
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return counts
+
+
+# ----------------------------------------------------------------------------- machine
+
+def _lscpu() -> dict:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v}
+
+
+def _cpuinfo(key: str) -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+def blas_description() -> str:
+    """Which BLAS NumPy runs, as threadpoolctl reports it (library, version, kernel)."""
+    if threadpool_info is None:
+        return "threadpoolctl not installed"
+    parts = [f"{e.get('internal_api')} {e.get('version')} (kernel: {e.get('architecture')}, "
+             f"threading: {e.get('threading_layer')})"
+             for e in threadpool_info() if e.get("user_api") == "blas"]
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith("OPENBLAS_") or k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    text = "; ".join(parts) or "no BLAS found by threadpoolctl"
+    return text + (f"; environment: {env}" if env else "; no OPENBLAS_*/OMP_NUM_THREADS set")
+
+
+def _load_text(load) -> str:
+    return "n/a" if load is None else f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+
+
+def machine_lines(threads=None) -> list[str]:
+    """The Markdown bullet list every report carries. `threads`: an int or a list of counts."""
+    cpu = _lscpu()
+    simd = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "neon", "asimd")
+            if f in _cpuinfo("flags").split() + _cpuinfo("Features").split()]
+    topology = ", ".join(f"{k} {cpu[k]}" for k in ("Socket(s)", "Core(s) per socket", "Thread(s) per core")
+                         if k in cpu)
+    caches = ", ".join(f"{k} {cpu[k]}" for k in ("L2 cache", "L3 cache") if k in cpu)
+    info = native.info()
+    runtime = (f"{info.get('version')}, ISA active `{info.get('isa_active')}` (detected "
+               f"{info.get('isa_detected')}, compiled {info.get('isas_compiled')}), OpenMP "
+               f"{info.get('openmp')}, compiler {info.get('compiler')}" if info.get("available")
+               else f"not loaded ({info.get('reason')}): NumPy fallbacks")
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    if isinstance(threads, (list, tuple)):
+        threads = ", ".join(map(str, threads))
+    lines = [
+        f"- CPU: {cpu_model()}, {os.cpu_count()} logical CPUs ({platform.machine()})"
+        + (f"; {topology}" if topology else "") + (f"; {caches}" if caches else ""),
+        f"- SIMD flags: {' '.join(simd) or 'none found'}",
+        f"- tinytorch runtime: {runtime}",
+        f"- NumPy {np.__version__}; BLAS: {blas_description()}",
+        f"- PyTorch: {torch_version}",
+        f"- Python {platform.python_version()} on {platform.system()} {platform.release()}, "
+        f"started {time.strftime('%Y-%m-%d %H:%M UTC', STARTED)}",
+    ]
+    if threads is not None:
+        lines.append(f"- threads: {threads} (tinytorch runtime, BLAS and OpenMP via threadpoolctl, "
+                     "PyTorch where compared)")
+    lines.append(f"- load average (1, 5, 15 min) at start: {_load_text(LOAD_AT_START)}; now: "
+                 f"{_load_text(_loadavg())} (the machine is shared: load above 0 inflates and "
+                 "spreads the timings)")
+    return lines
+
+
+# ----------------------------------------------------------------------------- timing
 
 # Thread pools of other libraries keep spinning after a call (OpenBLAS's workers for up to
 # ~0.1 s, OpenMP runtimes for less) and steal the cores from whoever runs next. Each
@@ -69,78 +229,36 @@ def measure_rounds(contenders: dict, rounds: int, block_time: float = 0.25) -> d
     return {name: statistics.median(v) for name, v in per_round.items()}
 
 
-class Threads:
-    """Context manager: the runtime, NumPy's BLAS and PyTorch all on `n` threads."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __enter__(self):
-        self.before = tinytorch.get_num_threads()
-        tinytorch.set_num_threads(self.n)
-        self.limit = threadpool_limits(self.n) if threadpool_limits else None
-        if torch is not None:
-            self.torch_before = torch.get_num_threads()
-            torch.set_num_threads(self.n)
-        return self
-
-    def __exit__(self, *exc):
-        tinytorch.set_num_threads(self.before)
-        if self.limit is not None:
-            self.limit.restore_original_limits()
-        if torch is not None:
-            torch.set_num_threads(self.torch_before)
-        return False
+def time_steps(fns: dict, steps: int, rounds: int, warmup: int = 1) -> dict:
+    """{name: array of milliseconds}: `warmup` untimed calls each, then `rounds` rounds in
+    which every callable runs `steps` timed calls in turn (load drift hits all alike). For
+    work that lasts milliseconds or more, where each call is worth its own sample."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    return {name: np.array(v) * 1e3 for name, v in times.items()}
 
 
-def blas_description() -> str:
-    """Which BLAS NumPy runs, as threadpoolctl reports it (library, version, kernel)."""
-    if threadpool_info is None:
-        return "threadpoolctl not installed"
-    parts = []
-    for entry in threadpool_info():
-        if entry.get("user_api") == "blas":
-            parts.append(f"{entry.get('internal_api')} {entry.get('version')} "
-                         f"(kernel: {entry.get('architecture')}, threading: "
-                         f"{entry.get('threading_layer')})")
-    env = {k: v for k, v in os.environ.items() if k.startswith("OPENBLAS_") or k == "OMP_NUM_THREADS"}
-    text = "; ".join(parts) or "no BLAS found by threadpoolctl"
-    return text + (f"; environment: {env}" if env else "; no OPENBLAS_* variables set")
+def spread(samples) -> tuple[float, float, float]:
+    """(median, 10th percentile, 90th percentile)."""
+    return (float(np.median(samples)), float(np.percentile(samples, 10)),
+            float(np.percentile(samples, 90)))
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+# ----------------------------------------------------------------------------- ceilings
 
-
-def machine_lines() -> list[str]:
-    info = native.info()
-    lines = [
-        f"- CPU: {cpu_model()}, {os.cpu_count()} logical CPUs ({platform.machine()})",
-        f"- tinytorch runtime: {info.get('version')}, ISA active `{info.get('isa_active')}` "
-        f"(detected {info.get('isa_detected')}, compiled {info.get('isas_compiled')}), "
-        f"OpenMP {info.get('openmp')}, compiler {info.get('compiler')}",
-        f"- NumPy {np.__version__}; BLAS: {blas_description()}",
-        f"- PyTorch: {torch.__version__ if torch is not None else 'not installed'}",
-        f"- Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-    ]
-    try:
-        load = os.getloadavg()
-        lines.append(f"- load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
-                     f"(the machine is shared; see the noise notes)")
-    except OSError:
-        pass
-    return lines
-
-
-def fma_peak(threads: int) -> dict:
-    """{isa: GFLOP/s} from benchmarks/peak.c (register-only FMA loop), {} if no compiler."""
+def fma_peaks(max_threads: int, seconds: float = 0.25, trials: int = 3) -> dict:
+    """{threads: {isa: {placement: GFLOP/s}}} for 1..max_threads from peak.c, the best trial
+    of each; placement is "free", "pinned" (both per wall-clock second) or "pinned-cputime"
+    (per second of CPU time: what a loaded shared machine cannot take away). {} without a C
+    compiler or off x86-64. See peak.c for how and why."""
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
     if cc is None or platform.machine() not in ("x86_64", "AMD64"):
         return {}
@@ -149,14 +267,47 @@ def fma_peak(threads: int) -> dict:
         build = subprocess.run([cc, "-O2", "-o", exe, os.path.join(HERE, "peak.c"), "-lpthread"],
                                capture_output=True, text=True)
         if build.returncode != 0:
+            print(f"peak.c did not build:\n{build.stderr}", file=sys.stderr)
             return {}
-        out = subprocess.run([exe, str(threads), "60000000"], capture_output=True, text=True)
-    peaks = {}
+        out = subprocess.run([exe, str(max_threads), str(seconds), str(trials)],
+                             capture_output=True, text=True)
+    peaks: dict = {}
     for line in out.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 4 and parts[0] == "peak":
-            peaks[parts[1]] = float(parts[3])
+        parts = line.split()  # peak <isa> <threads> <placement> <GFLOP/s>
+        if len(parts) == 5 and parts[0] == "peak":
+            peaks.setdefault(int(parts[2]), {}).setdefault(parts[1], {})[parts[3]] = float(parts[4])
     return peaks
+
+
+def merge_peaks(*measurements: dict) -> dict:
+    """The larger figure of each (threads, isa, placement) over several fma_peaks() results."""
+    merged: dict = {}
+    for peaks in measurements:
+        for nt, per_isa in peaks.items():
+            for isa, per_placement in per_isa.items():
+                into = merged.setdefault(nt, {}).setdefault(isa, {})
+                for placement, g in per_placement.items():
+                    into[placement] = max(into.get(placement, 0.0), g)
+    return merged
+
+
+def fma_ceiling(peaks: dict, threads: int):
+    """(GFLOP/s, isa) that no code on `threads` threads can beat: the best ISA and placement,
+    and the best of 1..threads threads (a program given n threads may use fewer, and clocks
+    drop with more busy cores). (None, None) when nothing was measured."""
+    return max(((g, isa) for nt, per_isa in peaks.items() if nt <= threads
+                for isa, per_placement in per_isa.items() for g in per_placement.values()),
+               default=(None, None))
+
+
+def percent_of_peak(gflops: float, ceiling) -> str:
+    """'77%', or a flag when the figure exceeds the measured ceiling: that says the ceiling was
+    measured too low (a loaded machine, a missing ISA), not that the code beat the hardware."""
+    if not ceiling:
+        return "n/a"
+    if gflops > ceiling:
+        return ">100% (peak under-measured)"
+    return f"{100 * gflops / ceiling:.0f}%"
 
 
 def copy_bandwidth(nbytes: int = 381 * 2 ** 20, rounds: int = 5) -> float:
@@ -165,6 +316,68 @@ def copy_bandwidth(nbytes: int = 381 * 2 ** 20, rounds: int = 5) -> float:
     dst = np.empty_like(src)
     t = measure_rounds({"copy": lambda: np.copyto(dst, src)}, rounds, block_time=0.5)["copy"]
     return 2 * nbytes / t / 1e9
+
+
+# ----------------------------------------------------------------------------- reports
+
+def arguments(doc: str, report_name: str, threads=1, quick: dict | None = None) -> argparse.ArgumentParser:
+    """A parser with the options every script has; the script adds its own and calls parse().
+      --threads  an int (default `threads`), or, when `threads` is a list, thread counts to
+                 measure in turn ("1,2" or "1 2")
+      --quick    a smoke run: parse() sets every attribute named in `quick` to its value there
+                 (the smallest sizes the script allows), overriding the other options
+      --out      a folder, or a .md file, for the report and its figures"""
+    ap = argparse.ArgumentParser(description=doc.strip().split("\n")[0])
+    if isinstance(threads, list):
+        ap.add_argument("--threads", type=thread_counts, nargs="+", default=[threads],
+                        help=f"thread counts, comma- or space-separated (default {','.join(map(str, threads))})")
+    else:
+        ap.add_argument("--threads", type=int, default=threads, help=f"threads (default {threads})")
+    quick = dict(quick or {})
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run" + (": " + ", ".join(f"{k}={v}" for k, v in quick.items()) if quick else ""))
+    ap.add_argument("--out", default=os.path.join(RESULTS, report_name),
+                    help=f"report file (.md) or folder (default: benchmarks/results/{report_name})")
+    ap.set_defaults(report_name=report_name, quick_overrides=quick)
+    return ap
+
+
+def parse(ap: argparse.ArgumentParser) -> argparse.Namespace:
+    """parse_args, plus: the --quick overrides applied, args.threads flattened to a sorted list
+    when it is one, and args.report, the report's path (see report_path)."""
+    args = ap.parse_args()
+    if args.quick:
+        for name, value in args.quick_overrides.items():
+            setattr(args, name, value)
+    if isinstance(args.threads, list):
+        args.threads = sorted({n for group in args.threads for n in group})
+    args.report = report_path(args.out, args.report_name)
+    return args
+
+
+def report_path(out: str, report_name: str) -> str:
+    """`out` as given when it names a .md file, else report_name inside that folder; the folder
+    is created. Figures go next to the report."""
+    path = out if out.endswith(".md") else os.path.join(out, report_name)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return path
+
+
+def command() -> str:
+    """How this run was started, for the report (run from the repository root)."""
+    script = os.path.relpath(os.path.abspath(sys.argv[0]), os.path.dirname(HERE))
+    return " ".join(["python", script] + sys.argv[1:])
+
+
+def write_report(path: str, title: str, body: list[str], threads=None) -> str:
+    """Writes '# title', the command, the machine, then `body` (Markdown lines); returns the text."""
+    lines = [f"# {title}", "", f"Command: `{command()}`", "", "## Machine", ""]
+    lines += machine_lines(threads) + [""] + list(body)
+    text = "\n".join(lines).rstrip("\n") + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    print(f"wrote {path}")
+    return text
 
 
 def table(header: list[str], rows: list[list]) -> list[str]:
@@ -177,11 +390,21 @@ def table(header: list[str], rows: list[list]) -> list[str]:
     return lines
 
 
+# ----------------------------------------------------------------------------- misc
+
 def require_native():
+    """The loaded libtinytorch (ctypes, every prototype declared once in tinytorch._native),
+    taken through acceleration's door for raw calls; exits when it is missing or turned off.
+    The kernel benchmarks call it directly to time a kernel into a preallocated output."""
     if not native.available():
         sys.exit(f"the native runtime is not available: {native.reason()}")
     from tinytorch.core import acceleration
-    rt = acceleration._runtime()
-    if rt is None:
+    lib = acceleration.native_library()
+    if lib is None:
         sys.exit("the native path is disabled (TINYTORCH_DISABLE_NATIVE?)")
-    return rt
+    return lib
+
+
+def optimizer_state_bytes(opt) -> int:
+    """Bytes of every array an optimizer keeps in ``opt.state`` (measured, not a formula)."""
+    return sum(v.nbytes for s in opt.state.values() for v in s.values() if isinstance(v, np.ndarray))

@@ -19,40 +19,30 @@ evaluated with that fit: standard = L * block; checkpointed = segments boundary 
 last segment's and one recomputed segment's activations; time overhead = one extra forward of
 the checkpointed blocks, taking backward as twice a forward.
 
+Single-threaded by default (--threads): on a shared 2-core machine, spinning BLAS/OpenMP
+threads distort the timings.
+
 Usage: python benchmarks/bench_checkpoint.py [--T 256] [--D 256] [--layers 16 32 64] [--repeats 3]
-Writes benchmarks/results/bench_checkpoint.md.
+       [--threads 1] [--quick] [--out PATH]
+Writes benchmarks/results/bench_checkpoint.md (or --out).
 """
 from __future__ import annotations
 
-import argparse
 import math
-import os
-import sys
 import tracemalloc
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # shared 2-core machine: spinning BLAS/OpenMP threads distort timings
+import numpy as np
 
-import numpy as np  # noqa: E402
+import _common as C
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-
-from tinytorch import native  # noqa: E402
+from tinytorch import native  # noqa: E402  (path set up by _common)
 from tinytorch.core import random as tt_random  # noqa: E402
 from tinytorch.core.layers import Sequential  # noqa: E402
 from tinytorch.core.tensor import Tensor  # noqa: E402
 from tinytorch.core.transformers import TransformerBlock  # noqa: E402
 from tinytorch.extensions import checkpoint_sequential  # noqa: E402
-from tinytorch.perf.benchmarking import precise_timer  # noqa: E402
 
 HEADS = 4
-
-
-def machine_description() -> str:
-    """The machine, the runtime and the libraries (shared with every benchmark)."""
-    from _common import machine_lines
-    return "\n".join(machine_lines())
 
 
 def build(L, D, seed=0):
@@ -119,14 +109,10 @@ def measure(L, T, D, repeats):
         row[f"train_{label}"], _ = peak_memory(model, x, segments)
     set_trainable(model, False)
     row["act_ckpt_pt"], _ = peak_memory(model, x, seg, checkpoint_last=False)
-    times = {"plain": [], "ckpt": []}
-    for _ in range(repeats):  # alternate, so load drift hits both
-        for label, segments in (("plain", None), ("ckpt", seg)):
-            set_trainable(model, True)
-            with precise_timer() as t:
-                run(model, x, segments)
-            times[label].append(t.elapsed)
-    row["t_plain"], row["t_ckpt"] = (float(np.median(times[k])) for k in ("plain", "ckpt"))
+    set_trainable(model, True)
+    times = C.time_steps({"plain": lambda: run(model, x, None), "ckpt": lambda: run(model, x, seg)},
+                         steps=1, rounds=repeats, warmup=0)  # alternating, so load drift hits both
+    row["t_plain"], row["t_ckpt"] = (float(np.median(times[k])) / 1e3 for k in ("plain", "ckpt"))
     g_plain, g_ckpt = grads(model, x, None), grads(model, x, seg)
     row["grad_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_ckpt))
     row["grad_scale"] = max(float(np.max(np.abs(a))) for a in g_plain)
@@ -176,12 +162,18 @@ def model_table(coef, T=2048, D=4096, H=32, layers=(16, 32, 64)):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = C.arguments(__doc__, "bench_checkpoint.md", threads=1,
+                     quick=dict(T=64, D=64, layers=[4, 9], repeats=1))
     ap.add_argument("--T", type=int, default=256)
     ap.add_argument("--D", type=int, default=256)
     ap.add_argument("--layers", type=int, nargs="+", default=[16, 32, 64])
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    args = C.parse(ap)
+    with C.Threads(args.threads):
+        run_and_report(args)
+
+
+def run_and_report(args):
     rows = []
     for L in args.layers:
         print(f"L = {L} ...", flush=True)
@@ -223,17 +215,14 @@ def main():
     check = "\n".join(check)
     print(check)
     print(mtable)
-    report = "\n".join([
-        "# Activation checkpointing scorecard", "",
-        "Command: `python benchmarks/bench_checkpoint.py " + " ".join(sys.argv[1:]) + "`", "",
-        "## Machine", machine_description(), "",
+    C.write_report(args.report, "Activation checkpointing scorecard", [
         "## Measured on this machine", "", table, "",
         "\"Activations\" runs freeze the block weights (the input requires grad), so the peak is what "
         "checkpointing targets: stored activations plus transient backward buffers. \"Training\" runs include "
         "the parameter gradients, which are identical with and without checkpointing. Peaks are tracemalloc "
         "peaks above the level at the start of forward. \"PyTorch's schedule\" leaves the last segment "
         "un-checkpointed (`checkpoint_last=False`); the default checkpoints it too (see the model section). "
-        "Times are single-threaded on a shared machine: expect +-20 % noise between runs.", "",
+        f"Times are on {args.threads} thread(s) on a shared machine: expect +-20 % noise between runs.", "",
         "Runtime allocation counters (`tinytorch.native.memory_stats()`, peak above the bytes in use at the "
         "start; activations are NumPy arrays, so the runtime only sees its own scratch buffers):", "",
         "\n".join(rt_lines), "",
@@ -250,11 +239,7 @@ def main():
         "every block over a forward + backward costing three forwards.", "",
         "The same model evaluated at the measured size, against the measurement (activation runs):", "",
         check,
-    ])
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "bench_checkpoint.md"), "w") as f:
-        f.write(report + "\n")
-    print("wrote benchmarks/results/bench_checkpoint.md")
+    ], threads=args.threads)
 
 
 if __name__ == "__main__":

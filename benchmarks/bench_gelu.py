@@ -1,7 +1,7 @@
 """bench_gelu.py -- fused bias + GELU (tanh): tinytorch's kernel against the anchors, same run.
 
-    PYTHONPATH=python python benchmarks/bench_gelu.py            # full run (~5 min)
-    PYTHONPATH=python python benchmarks/bench_gelu.py --quick    # a smoke run
+    python benchmarks/bench_gelu.py                        # full run (~5 min)
+    python benchmarks/bench_gelu.py --quick --out /tmp     # a smoke run
 
 Measures y = gelu_tanh(x + bias) for x of shape rows x cols (float32), in milliseconds:
   * tinytorch fused   the native kernel of the active ISA into a preallocated y (the kernel),
@@ -17,11 +17,10 @@ Each contender is timed in blocks after a pause, rounds cycling through the cont
 
 Targets checked in the report (not asserted): fused >= 3x faster than PyTorch and >= 6x
 faster than unfused NumPy at 4096 x 768 on one thread; within 1.5x of the copy time at
-16384 x 4096. Writes benchmarks/results/bench_gelu.md and bench_gelu.png.
+16384 x 4096. Writes benchmarks/results/bench_gelu.md (or --out) and bench_gelu.png next to it.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import time
@@ -30,8 +29,11 @@ import numpy as np
 
 import _common as C
 
-from tinytorch import native  # noqa: E402
+from tinytorch import native  # noqa: E402  (path set up by _common)
+from tinytorch._native import check, f32_ptr  # noqa: E402
 from tinytorch.extensions.simd_ops import simd_fused_bias_gelu  # noqa: E402
+
+torch = C.optional_torch()
 
 S = math.sqrt(2.0 / math.pi)
 
@@ -56,7 +58,7 @@ def python_loop_ns_per_element(n: int = 20000) -> float:
     return (time.perf_counter() - t0) / n * 1e9
 
 
-def run_shapes(kernels, shapes, threads, rounds, with_scalar) -> dict:
+def run_shapes(lib, shapes, threads, rounds, with_scalar) -> dict:
     results = {}
     rng = np.random.default_rng(0)
     for nt in threads:
@@ -68,21 +70,21 @@ def run_shapes(kernels, shapes, threads, rounds, with_scalar) -> dict:
                 y = np.empty_like(x)
                 gx = np.empty_like(x)
                 gb = np.empty(cols, np.float32)
-                fwd = lambda: kernels.gelu_forward(x.ctypes.data, b.ctypes.data, y.ctypes.data, rows, cols)  # noqa: E731
-                bwd = lambda: kernels.gelu_backward(x.ctypes.data, b.ctypes.data, g.ctypes.data,  # noqa: E731
-                                                    gx.ctypes.data, gb.ctypes.data, rows, cols)
+                px, pb, pg, py, pgx, pgb = (f32_ptr(v) for v in (x, b, g, y, gx, gb))  # made once
+                fwd = lambda: check(lib.tt_bias_gelu_forward(px, pb, py, rows, cols))  # noqa: E731
+                bwd = lambda: check(lib.tt_bias_gelu_backward(px, pb, pg, pgx, pgb, rows, cols))  # noqa: E731
                 big = rows * cols >= 2 ** 24
                 contenders = {"fused": fwd, "fused_fresh": lambda: simd_fused_bias_gelu(x, b),
                               "copy": lambda: np.copyto(y, x),
                               "numpy": lambda: numpy_unfused(x, b),
                               "backward": bwd,
                               "numpy_backward": lambda: numpy_unfused_backward(x, b, g)}
-                if C.torch is not None:
-                    tx, tb, tg = C.torch.from_numpy(x), C.torch.from_numpy(b), C.torch.from_numpy(g)
-                    F = C.torch.nn.functional
+                if torch is not None:
+                    tx, tb, tg = torch.from_numpy(x), torch.from_numpy(b), torch.from_numpy(g)
+                    F = torch.nn.functional
                     contenders["torch"] = lambda: F.gelu(tx + tb, approximate="tanh")
                     contenders["torch_backward"] = lambda: (
-                        C.torch.ops.aten.gelu_backward(tg, tx + tb, approximate="tanh").sum(0))
+                        torch.ops.aten.gelu_backward(tg, tx + tb, approximate="tanh").sum(0))
                 secs = C.measure_rounds(contenders, rounds, block_time=0.6 if big else 0.25)
                 if with_scalar and nt == 1:
                     active = native.isa()
@@ -130,23 +132,20 @@ def plot(all_runs, shapes, threads, path_png):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, nargs="*", default=[1, 2])
+    ap = C.arguments(__doc__, "bench_gelu.md", threads=[1, 2],
+                     quick=dict(shapes=[(256, 768), (4096, 768)], rounds=2, runs=1, copy_mib=64, py_elements=2000))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=C.RESULTS)
-    args = ap.parse_args()
-    shapes = [(1024, 768), (4096, 768), (4096, 3072), (16384, 4096)]
-    if args.quick:
-        shapes, args.rounds, args.runs = [(256, 768), (4096, 768)], 2, 1
-    kernels, _ = C.require_native()
-    os.makedirs(args.out, exist_ok=True)
-    print("machine:\n" + "\n".join(C.machine_lines()))
-    bandwidth = C.copy_bandwidth(64 * 2 ** 20 if args.quick else 381 * 2 ** 20)
+    ap.set_defaults(shapes=[(1024, 768), (4096, 768), (4096, 3072), (16384, 4096)], copy_mib=381,
+                    py_elements=20000)
+    args = C.parse(ap)
+    shapes = args.shapes
+    lib = C.require_native()
+    print("machine:\n" + "\n".join(C.machine_lines(args.threads)))
+    bandwidth = C.copy_bandwidth(args.copy_mib * 2 ** 20)
     print(f"copy bandwidth: {bandwidth:.1f} GB/s")
-    py_ns = python_loop_ns_per_element(2000 if args.quick else 20000)
-    all_runs = [run_shapes(kernels, shapes, args.threads, args.rounds, with_scalar=(run == 0))
+    py_ns = python_loop_ns_per_element(args.py_elements)
+    all_runs = [run_shapes(lib, shapes, args.threads, args.rounds, with_scalar=(run == 0))
                 for run in range(args.runs)]
 
     def med(nt, shape, key):
@@ -157,14 +156,11 @@ def main():
         rs = [run[(nt,) + shape][b] / run[(nt,) + shape][a] for run in all_runs if b in run[(nt,) + shape]]
         return f"{np.median(rs):.1f}x ({min(rs):.1f}-{max(rs):.1f})" if rs else "n/a"
 
-    lines = ["# Fused bias + GELU (tanh) benchmark (float32)", "",
-             "Command: `PYTHONPATH=python python benchmarks/bench_gelu.py"
-             + (" --quick" if args.quick else "") + "`", "", "Machine:", ""]
-    lines += C.machine_lines()
-    lines += [f"- copy bandwidth (np.copyto, 381 MiB, read + write bytes, 1 thread): {bandwidth:.1f} GB/s",
-              f"- pure-Python loop (math.tanh per element): {py_ns:.0f} ns per element", "",
-              f"Milliseconds, medians of per-contender blocks over rounds; {args.runs} full run(s), the "
-              "table shows the median of the runs; speedups give the range across runs.", ""]
+    lines = ["Reference points measured in this run:", "",
+             f"- copy bandwidth (np.copyto, {args.copy_mib} MiB, read + write bytes, 1 thread): {bandwidth:.1f} GB/s",
+             f"- pure-Python loop (math.tanh per element): {py_ns:.0f} ns per element", "",
+             f"Milliseconds, medians of per-contender blocks over rounds; {args.runs} full run(s), the "
+             "table shows the median of the runs; speedups give the range across runs.", ""]
     for nt in args.threads:
         rows = []
         for shape in shapes:
@@ -202,12 +198,9 @@ def main():
                          "(target <= 1.5)")
         lines.append("")
     lines += ["![ms vs size](bench_gelu.png)", ""]
-    md = os.path.join(args.out, "bench_gelu.md")
-    with open(md, "w") as f:
-        f.write("\n".join(lines))
-    plot(all_runs, shapes, args.threads, os.path.join(args.out, "bench_gelu.png"))
-    print("\n".join(lines))
-    print(f"wrote {md}")
+    text = C.write_report(args.report, "Fused bias + GELU (tanh) benchmark (float32)", lines, threads=args.threads)
+    plot(all_runs, shapes, args.threads, os.path.join(os.path.dirname(os.path.abspath(args.report)), "bench_gelu.png"))
+    print(text)
 
 
 if __name__ == "__main__":

@@ -11,41 +11,28 @@ Steps are timed one at a time in alternating rounds (machine-load drift hits bot
 warm-up; the table shows medians, the p10-p90 range, tokens/s (batch * context / step time) and
 the TinyTorch / PyTorch ratio. Threads: BLAS (threadpoolctl) and torch.set_num_threads get the
 same count, and so does the TinyTorch runtime through tinytorch.set_num_threads (--threads,
-default all cores). A "NumPy GEMMs only" row times just the float32
+default all cores; all set by _common.Threads). A "NumPy GEMMs only" row times just the float32
 matrix products of one step (forward and backward of every projection and attention product):
-the floor any NumPy-backed framework sits on.
+the floor any NumPy-backed framework sits on. bench_kv_cache.py reuses this file's model
+definitions (CONFIG, build_torch_gpt).
 
-Usage: python benchmarks/bench_gpt.py [--threads N] [--steps 3] [--rounds 2]
-Writes benchmarks/results/bench_gpt.md.
+Usage: python benchmarks/bench_gpt.py [--threads N] [--steps 3] [--rounds 2] [--quick] [--out PATH]
+Writes benchmarks/results/bench_gpt.md (or --out).
 """
 from __future__ import annotations
 
-import argparse
 import os
-import platform
-import subprocess
-import sys
-import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import _common as C
 
-from tinytorch.core import random as tt_random  # noqa: E402
+from tinytorch.core import random as tt_random  # noqa: E402  (path set up by _common)
 from tinytorch.core.losses import cross_entropy  # noqa: E402
 from tinytorch.core.optimizers import AdamW  # noqa: E402
 from tinytorch.core.transformers import GPT  # noqa: E402
 
-try:
-    import torch
-except ImportError:
-    torch = None
-
-try:
-    from threadpoolctl import threadpool_limits
-except ImportError:
-    threadpool_limits = None
+torch = C.optional_torch()
 
 CONFIG = dict(vocab_size=65, embed_dim=128, num_layers=4, num_heads=4, max_seq_len=128)
 BATCH = 32
@@ -175,113 +162,47 @@ def numpy_gemm_step_fn(rng):
     return step
 
 
-def time_steps(fns, steps, rounds, warmup=1):
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            for _ in range(steps):
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
-    return {name: np.array(v) * 1e3 for name, v in times.items()}
-
-
-def machine_description(threads):
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    lines = [f"- Python {platform.python_version()} on {platform.system()} {platform.release()} ({platform.machine()})",
-             f"- NumPy {np.__version__}" + (f", PyTorch {torch.__version__}" if torch else ", PyTorch not installed"),
-             f"- threads: {threads} (BLAS via threadpoolctl, tinytorch.set_num_threads"
-             + (", torch.set_num_threads)" if torch else ")")]
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for key in ("Model name", "CPU(s)", "L2 cache", "L3 cache", "Flags"):
-            for line in out.splitlines():
-                if line.startswith(key + ":"):
-                    value = line.split(":", 1)[1].strip()
-                    if key == "Flags":
-                        value = " ".join(f for f in value.split() if f in ("avx2", "fma", "f16c", "avx512f"))
-                    lines.append(f"- {key}: {value}")
-    except (OSError, subprocess.SubprocessError):
-        lines.append(f"- CPU: {platform.processor() or 'unknown'} (lscpu unavailable)")
-    if load is not None:
-        lines.append(f"- load average when the report was written: {load[0]:.2f} (1 min), {load[1]:.2f} (5 min); "
-                     "other work on the machine inflates and spreads the timings")
-    try:
-        from tinytorch import native
-        lines.append(f"- TinyTorch native runtime: {'available' if native.available() else 'not used (' + native.reason() + ')'}")
-    except Exception as exc:  # the report must not fail over a missing runtime
-        lines.append(f"- TinyTorch native runtime: unknown ({exc})")
-    return lines
-
-
-def set_threads(n):
-    """Same thread count for BLAS, the TinyTorch runtime (OpenMP) and torch."""
-    limiter = threadpool_limits(limits=n) if threadpool_limits else None
-    try:
-        import tinytorch
-        tinytorch.set_num_threads(n)
-    except Exception as exc:  # no runtime: NumPy's BLAS is the only pool
-        print(f"note: tinytorch.set_num_threads unavailable ({exc})")
-    if torch is not None:
-        torch.set_num_threads(n)
-    return limiter
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--steps", type=int, default=3, help="timed steps per framework per round")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "bench_gpt.md"))
-    args = parser.parse_args()
+    ap = C.arguments(__doc__, "bench_gpt.md", threads=os.cpu_count(), quick=dict(steps=1, rounds=1))
+    ap.add_argument("--steps", type=int, default=3, help="timed steps per framework per round")
+    ap.add_argument("--rounds", type=int, default=2)
+    args = C.parse(ap)
 
-    limiter = set_threads(args.threads)
-    rng = np.random.default_rng(0)
-    t = CONFIG["max_seq_len"]
-    x = rng.integers(0, CONFIG["vocab_size"], size=(BATCH, t)).astype(np.int64)
-    y = rng.integers(0, CONFIG["vocab_size"], size=(BATCH, t)).astype(np.int64)
+    with C.Threads(args.threads):
+        rng = np.random.default_rng(0)
+        t = CONFIG["max_seq_len"]
+        x = rng.integers(0, CONFIG["vocab_size"], size=(BATCH, t)).astype(np.int64)
+        y = rng.integers(0, CONFIG["vocab_size"], size=(BATCH, t)).astype(np.int64)
 
-    tt_random.manual_seed(0)
-    model = GPT(**CONFIG)
-    fns = {"TinyTorch": tinytorch_step_fn(model, x, y)}
-    if torch is not None:
-        fns["PyTorch"] = torch_step_fn(build_torch_gpt(model), x, y)
-        # same weights, same batch: the first losses must agree before anything is timed
-        first = {name: fn() for name, fn in fns.items()}
-        print("first-step loss: " + ", ".join(f"{n} {v:.6f}" for n, v in first.items()))
-        if abs(first["TinyTorch"] - first["PyTorch"]) > 1e-3:
-            raise SystemExit("the two models disagree: the comparison would be meaningless")
-    fns["NumPy GEMMs only"] = numpy_gemm_step_fn(rng)
-    results = time_steps(fns, args.steps, args.rounds)
+        tt_random.manual_seed(0)
+        model = GPT(**CONFIG)
+        fns = {"TinyTorch": tinytorch_step_fn(model, x, y)}
+        if torch is not None:
+            fns["PyTorch"] = torch_step_fn(build_torch_gpt(model), x, y)
+            # same weights, same batch: the first losses must agree before anything is timed
+            first = {name: fn() for name, fn in fns.items()}
+            print("first-step loss: " + ", ".join(f"{n} {v:.6f}" for n, v in first.items()))
+            if abs(first["TinyTorch"] - first["PyTorch"]) > 1e-3:
+                raise SystemExit("the two models disagree: the comparison would be meaningless")
+        fns["NumPy GEMMs only"] = numpy_gemm_step_fn(rng)
+        results = C.time_steps(fns, args.steps, args.rounds)
 
     tokens = BATCH * t
     ref = np.median(results["PyTorch"]) if "PyTorch" in results else None
-    header = "| implementation | median ms/step | p10-p90 ms | tokens/s | vs PyTorch |"
-    table = [header, "|---|---:|---:|---:|---:|"]
+    table = ["| implementation | median ms/step | p10-p90 ms | tokens/s | vs PyTorch |", "|---|---:|---:|---:|---:|"]
     for name, ms in results.items():
-        med = np.median(ms)
+        med, p10, p90 = C.spread(ms)
         ratio = f"{med / ref:.2f}x" if ref else "n/a"
-        table.append(f"| {name} | {med:.1f} | {np.percentile(ms, 10):.1f}-{np.percentile(ms, 90):.1f} | "
-                     f"{tokens / (med / 1e3):,.0f} | {ratio} |")
+        table.append(f"| {name} | {med:.1f} | {p10:.1f}-{p90:.1f} | {tokens / (med / 1e3):,.0f} | {ratio} |")
     print("\n".join(table))
 
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write("# GPT training step: TinyTorch vs PyTorch CPU\n\n")
-        f.write(f"Command: `python benchmarks/bench_gpt.py --threads {args.threads} --steps {args.steps} "
-                f"--rounds {args.rounds}` ({time.strftime('%Y-%m-%d')}); "
-                f"{args.steps * args.rounds} timed steps per implementation after 1 warm-up step.\n\n")
-        f.write("GPT: vocab 65, context 128, 4 layers, 4 heads, d=128, batch 32 (4,096 tokens/step), AdamW, "
-                "cross-entropy over every position. A step is zero_grad + forward + loss + backward + AdamW; "
-                "both start from the same weights (first-step losses agree). Ratios are TinyTorch / PyTorch "
-                "medians from the same run. Goal once the fast kernels land: within 1.5x of PyTorch.\n\n")
-        f.write("\n".join(table) + "\n\nMachine:\n\n" + "\n".join(machine_description(args.threads)) + "\n")
-    print(f"wrote {args.out}")
-    if limiter is not None and hasattr(limiter, "unregister"):
-        limiter.unregister()
+    C.write_report(args.report, "GPT training step: TinyTorch vs PyTorch CPU", [
+        f"{args.steps * args.rounds} timed steps per implementation after 1 warm-up step.", "",
+        "GPT: vocab 65, context 128, 4 layers, 4 heads, d=128, batch 32 (4,096 tokens/step), AdamW, "
+        "cross-entropy over every position. A step is zero_grad + forward + loss + backward + AdamW; "
+        "both start from the same weights (first-step losses agree). Ratios are TinyTorch / PyTorch "
+        "medians from the same run. Goal once the fast kernels land: within 1.5x of PyTorch.", "",
+        *table], threads=args.threads)
 
 
 if __name__ == "__main__":

@@ -12,24 +12,19 @@ Both TinyTorch paths must produce the same tokens (checked). Each configuration 
 --repeats times in alternating order; the table shows the median ms per generated token and the
 speed-up of the cache.
 
-Usage: python benchmarks/bench_kv_cache.py [--threads N] [--new 96] [--repeats 3]
-Writes benchmarks/results/bench_kv_cache.md.
+Usage: python benchmarks/bench_kv_cache.py [--threads N] [--new 96] [--repeats 3] [--quick] [--out PATH]
+Writes benchmarks/results/bench_kv_cache.md (or --out).
 """
 from __future__ import annotations
 
-import argparse
 import os
-import sys
-import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import _common as C
+from bench_gpt import CONFIG, build_torch_gpt, torch  # the same model as bench_gpt
 
-from bench_gpt import CONFIG, build_torch_gpt, machine_description, set_threads, torch  # noqa: E402
-from tinytorch.core import random as tt_random  # noqa: E402
+from tinytorch.core import random as tt_random  # noqa: E402  (path set up by _common)
 from tinytorch.core.transformers import GPT  # noqa: E402
 
 PROMPT = 16
@@ -45,60 +40,45 @@ def torch_greedy(model, prompt, new):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--new", type=int, default=96, help="tokens to generate")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "bench_kv_cache.md"))
-    args = parser.parse_args()
+    ap = C.arguments(__doc__, "bench_kv_cache.md", threads=os.cpu_count(), quick=dict(new=8, repeats=1))
+    ap.add_argument("--new", type=int, default=96, help="tokens to generate")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = C.parse(ap)
     if PROMPT + args.new > CONFIG["max_seq_len"]:
         raise SystemExit(f"--new must be at most {CONFIG['max_seq_len'] - PROMPT} so the window never slides")
 
-    limiter = set_threads(args.threads)
-    tt_random.manual_seed(0)
-    model = GPT(**CONFIG)
-    model.eval()
-    prompt = np.random.default_rng(0).integers(0, CONFIG["vocab_size"], size=(1, PROMPT)).astype(np.int64)
+    with C.Threads(args.threads):
+        tt_random.manual_seed(0)
+        model = GPT(**CONFIG)
+        model.eval()
+        prompt = np.random.default_rng(0).integers(0, CONFIG["vocab_size"], size=(1, PROMPT)).astype(np.int64)
 
-    runs = {
-        "TinyTorch, no cache": lambda: model.generate(prompt, args.new, temperature=0, use_cache=False),
-        "TinyTorch, KV cache": lambda: model.generate(prompt, args.new, temperature=0, use_cache=True),
-    }
-    if torch is not None:
-        tmodel = build_torch_gpt(model).eval()
-        runs["PyTorch, no cache"] = lambda: torch_greedy(tmodel, prompt, args.new)
+        runs = {
+            "TinyTorch, no cache": lambda: model.generate(prompt, args.new, temperature=0, use_cache=False),
+            "TinyTorch, KV cache": lambda: model.generate(prompt, args.new, temperature=0, use_cache=True),
+        }
+        if torch is not None:
+            tmodel = build_torch_gpt(model).eval()
+            runs["PyTorch, no cache"] = lambda: torch_greedy(tmodel, prompt, args.new)
 
-    outputs = {name: fn() for name, fn in runs.items()}  # warm-up, and the equality check
-    if not np.array_equal(outputs["TinyTorch, no cache"], outputs["TinyTorch, KV cache"]):
-        raise SystemExit("cached and uncached decoding produced different tokens")
-    times = {name: [] for name in runs}
-    for _ in range(args.repeats):
-        for name, fn in runs.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
+        outputs = {name: fn() for name, fn in runs.items()}  # warm-up, and the equality check
+        if not np.array_equal(outputs["TinyTorch, no cache"], outputs["TinyTorch, KV cache"]):
+            raise SystemExit("cached and uncached decoding produced different tokens")
+        times = C.time_steps(runs, steps=1, rounds=args.repeats, warmup=0)  # ms per whole decode
 
-    base = np.median(times["TinyTorch, no cache"])
+    secs = {name: float(np.median(ms)) / 1e3 for name, ms in times.items()}
+    base = secs["TinyTorch, no cache"]
     table = ["| decoding | median total s | ms/token | tokens/s | speed-up vs TinyTorch no cache |",
              "|---|---:|---:|---:|---:|"]
-    for name, ts in times.items():
-        med = float(np.median(ts))
+    for name, med in secs.items():
         table.append(f"| {name} | {med:.3f} | {med / args.new * 1e3:.2f} | {args.new / med:.1f} | {base / med:.2f}x |")
     print("\n".join(table))
 
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write("# KV-cache decoding speed\n\n")
-        f.write(f"Command: `python benchmarks/bench_kv_cache.py --threads {args.threads} --new {args.new} "
-                f"--repeats {args.repeats}` ({time.strftime('%Y-%m-%d')})\n\n")
-        f.write(f"GPT vocab 65, context 128, 4 layers, 4 heads, d=128; batch 1, {PROMPT}-token prompt, "
-                f"{args.new} greedy tokens (context grows to {PROMPT + args.new}). Cached and uncached TinyTorch "
-                "decoding produce identical tokens (checked). PyTorch decodes without a cache (same algorithm as "
-                "the first row, optimised runtime). Medians of the repeats.\n\n")
-        f.write("\n".join(table) + "\n\nMachine:\n\n" + "\n".join(machine_description(args.threads)) + "\n")
-    print(f"wrote {args.out}")
-    if limiter is not None and hasattr(limiter, "unregister"):
-        limiter.unregister()
+    C.write_report(args.report, "KV-cache decoding speed", [
+        f"GPT vocab 65, context 128, 4 layers, 4 heads, d=128; batch 1, {PROMPT}-token prompt, "
+        f"{args.new} greedy tokens (context grows to {PROMPT + args.new}). Cached and uncached TinyTorch "
+        "decoding produce identical tokens (checked). PyTorch decodes without a cache (same algorithm as "
+        "the first row, optimised runtime). Medians of the repeats.", "", *table], threads=args.threads)
 
 
 if __name__ == "__main__":

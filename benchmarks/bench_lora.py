@@ -14,28 +14,24 @@ the same pretrained weights: with ``inject_lora`` into every attention projectio
 corpus-B loss before and after, trainable share of parameters, optimizer state bytes,
 ms per step.
 
-Usage: python benchmarks/bench_lora.py [--quick]
-Writes benchmarks/results/bench_lora.md.
+One thread unless told otherwise (--threads): on a shared 2-core machine, spinning OpenBLAS
+threads make every GEMM several times slower and the timings meaningless.
+
+Usage: python benchmarks/bench_lora.py [--quick] [--threads 1] [--out PATH]
+(--quick: fewer training steps and a 1024 x 4096 projection, a smoke run.)
+Writes benchmarks/results/bench_lora.md (or --out).
 """
 from __future__ import annotations
 
-import argparse
 import inspect
 import os
 import sys
 
-# One BLAS thread unless told otherwise: on a shared 2-core machine, spinning OpenBLAS threads
-# make every GEMM several times slower and the timings meaningless.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+import numpy as np
 
-import numpy as np  # noqa: E402
+import _common as C
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-
-from tinytorch import native  # noqa: E402
-from tinytorch.core import random as tt_random  # noqa: E402
+from tinytorch.core import random as tt_random  # noqa: E402  (path set up by _common)
 from tinytorch.core.autograd import no_grad  # noqa: E402
 from tinytorch.core.layers import Linear  # noqa: E402
 from tinytorch.core.losses import cross_entropy  # noqa: E402
@@ -47,21 +43,11 @@ from tinytorch.extensions import LoRALinear, inject_lora  # noqa: E402
 from tinytorch.perf.benchmarking import precise_timer  # noqa: E402
 
 
-def machine_description() -> str:
-    """The machine, the runtime and the libraries (shared with every benchmark)."""
-    from _common import machine_lines
-    return "\n".join(machine_lines())
-
-
 def mb(nbytes: float) -> str:
     return f"{nbytes / 1e6:,.2f} MB"
 
 
 # ----------------------------------------------------------------------------- part 1
-
-def state_bytes(opt) -> int:
-    return sum(v.nbytes for s in opt.state.values() for v in s.values() if isinstance(v, np.ndarray))
-
 
 def projection_scorecard(d=4096, k=16384, ranks=(16, 8, 4), batch=8):
     tt_random.manual_seed(0)
@@ -85,7 +71,7 @@ def projection_scorecard(d=4096, k=16384, ranks=(16, 8, 4), batch=8):
         rows.append({"config": "Full fine-tuning" if rank is None else f"LoRA (r = {rank})",
                      "trainable": trainable, "weights": sum(p.data.nbytes for p in params),
                      "grads": sum(p.grad.nbytes for p in params if p.grad is not None),
-                     "adam": state_bytes(opt), "ms": t.elapsed * 1e3,
+                     "adam": C.optimizer_state_bytes(opt), "ms": t.elapsed * 1e3,
                      "frozen_grad": base.weight.grad is not None and rank is not None})
         del opt, out
         base.weight.grad = None
@@ -185,7 +171,7 @@ def gpt_end_to_end(quick: bool):
         trainable = sum(p.data.size for p in params)
         opt, ms = train(m, params, b_train, ft_steps, lr, context, batch, seed=2)
         results[mode] = {"trainable": trainable, "share": trainable / total, "after": eval_loss(m, b_test, context),
-                         "state": state_bytes(opt), "ms": ms, "layers": len(names),
+                         "state": C.optimizer_state_bytes(opt), "ms": ms, "layers": len(names),
                          "after_a": eval_loss(m, a_ids[-4000:], context)}
     lines = [f"GPT: vocab {tok.vocab_size}, d = 96, 3 layers, 4 heads, context {context}, batch {batch}; "
              f"{total:,} parameters. Pretrained {pre_steps} AdamW steps on corpus A ({len(a_ids):,} chars of "
@@ -201,32 +187,29 @@ def gpt_end_to_end(quick: bool):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="fewer training steps (a smoke run)")
-    args = ap.parse_args()
-    print("part 1: 4096 x 16384 projection ...", flush=True)
-    table1, rows = projection_scorecard()
-    print(table1, flush=True)
-    print("part 2: GPT pretrain + fine-tune ...", flush=True)
-    table2, results, before = gpt_end_to_end(args.quick)
+    ap = C.arguments(__doc__, "bench_lora.md", threads=1, quick=dict(projection=(1024, 4096)))
+    ap.set_defaults(projection=(4096, 16384))
+    args = C.parse(ap)  # --quick also shortens the GPT runs (gpt_end_to_end)
+    d, k = args.projection
+    with C.Threads(args.threads):
+        print(f"part 1: {d} x {k} projection ...", flush=True)
+        table1, rows = projection_scorecard(d, k)
+        print(table1, flush=True)
+        print("part 2: GPT pretrain + fine-tune ...", flush=True)
+        table2, results, before = gpt_end_to_end(args.quick)
     print(table2)
-    report = "\n".join([
-        "# LoRA scorecard", "", "Command: `python benchmarks/bench_lora.py`" + (" --quick" if args.quick else ""), "",
-        "## Machine", machine_description(), "",
-        "## 1. A 4096 x 16384 projection, one AdamW step (measured from the live arrays)", "",
+    guide = ("The extension guide's table (268.4 MB weights / 536.9 MB Adam state for full fine-tuning; "
+             "99.5 / 99.8 / 99.9 % reduction) is reproduced by measurement. " if (d, k) == (4096, 16384) else "")
+    C.write_report(args.report, "LoRA scorecard", [
+        f"## 1. A {d} x {k} projection, one AdamW step (measured from the live arrays)", "",
         table1, "",
         "Adam state is the sum of `nbytes` over `optimizer.state` after the step (exp_avg and exp_avg_sq, "
-        "float32). The extension guide's table (268.4 MB weights / 536.9 MB Adam state for full fine-tuning; "
-        "99.5 / 99.8 / 99.9 % reduction) is reproduced by measurement. Step time includes the "
-        "weight-gradient GEMM and the AdamW update over 67 M weights, both of which LoRA removes.", "",
+        f"float32). {guide}Step time includes the weight-gradient GEMM and the AdamW update over all "
+        f"{d * k / 1e6:.1f} M weights, both of which LoRA removes.", "",
         "## 2. End to end: pretrain on A, fine-tune on B", "", table2, "",
         "Loss is mean cross-entropy per character (nats). LoRA (alpha = 4, lr 1e-2) and full fine-tuning "
         "(lr 1e-3) start from the same pretrained weights and see the same batches.",
-    ])
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "bench_lora.md"), "w") as f:
-        f.write(report + "\n")
-    print("wrote benchmarks/results/bench_lora.md")
+    ], threads=args.threads)
 
 
 if __name__ == "__main__":

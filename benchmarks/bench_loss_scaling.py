@@ -17,27 +17,22 @@
    share spent in the GEMM dispatch point (``core.acceleration``), which is what a native
    float16 GEMM would speed up.
 
-Usage: python benchmarks/bench_loss_scaling.py [--steps 150]
-Writes benchmarks/results/bench_loss_scaling.md.
+Single-threaded by default (--threads): on a shared 2-core machine, spinning BLAS/OpenMP
+threads distort the timings.
+
+Usage: python benchmarks/bench_loss_scaling.py [--steps 150] [--threads 1] [--quick] [--out PATH]
+Writes benchmarks/results/bench_loss_scaling.md (or --out).
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 import time
 import warnings
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # shared 2-core machine: spinning BLAS/OpenMP threads distort timings
+import numpy as np
 
-import numpy as np  # noqa: E402
+import _common as C
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-
-from tinytorch import native  # noqa: E402
-from tinytorch.core import acceleration  # noqa: E402
+from tinytorch.core import acceleration  # noqa: E402  (path set up by _common)
 from tinytorch.core import random as tt_random  # noqa: E402
 from tinytorch.core.activations import ReLU  # noqa: E402
 from tinytorch.core.autograd import no_grad  # noqa: E402
@@ -50,12 +45,6 @@ from tinytorch.extensions import DynamicLossScaler, LossScaler, MixedPrecisionOp
 from tinytorch.perf.benchmarking import precise_timer  # noqa: E402
 
 warnings.filterwarnings("ignore", category=RuntimeWarning)  # overflow is induced on purpose
-
-
-def machine_description() -> str:
-    """The machine, the runtime and the libraries (shared with every benchmark)."""
-    from _common import machine_lines
-    return "\n".join(machine_lines())
 
 
 # ----------------------------------------------------------------------------- 1. underflow table
@@ -243,9 +232,14 @@ def time_split(repeats=5):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = C.arguments(__doc__, "bench_loss_scaling.md", threads=1, quick=dict(steps=30))
     ap.add_argument("--steps", type=int, default=150)
-    args = ap.parse_args()
+    args = C.parse(ap)
+    with C.Threads(args.threads):
+        run_and_report(args)
+
+
+def run_and_report(args):
     print("1. underflow table", flush=True)
     table1, path = underflow_table()
     print(table1)
@@ -280,10 +274,7 @@ def main():
     print(table4, rates)
     fp32_total, fp16_total = split[0][1], split[1][1]
     fp16_gemm = split[1][2]
-    report = "\n".join([
-        "# Loss scaling and float16 training scorecard", "",
-        "Command: `python benchmarks/bench_loss_scaling.py " + " ".join(sys.argv[1:]) + "`", "",
-        "## Machine", machine_description(), "",
+    C.write_report(args.report, "Loss scaling and float16 training scorecard", [
         "## 1. Small gradients through real float16 backprop", "",
         "Float16 `Linear(4, 3)`, loss computed in float32 as `g * sum(x W)` with x = 1 (so dL/dW = g exactly), "
         "cast to float16 at the model output; the weight gradient is a float16 GEMM "
@@ -322,11 +313,7 @@ def main():
         "So after the GEMM, the next float16 bottlenecks are the bias/activation/softmax passes (a native "
         "fused float16 bias+GELU and the f16<->f32 conversions with F16C). Requested from the owner of "
         "`core/acceleration.py` and the runtime: route float16 `gemm`/`matmul` to such a kernel.",
-    ])
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "bench_loss_scaling.md"), "w") as f:
-        f.write(report + "\n")
-    print("wrote benchmarks/results/bench_loss_scaling.md")
+    ], threads=args.threads)
 
 
 if __name__ == "__main__":

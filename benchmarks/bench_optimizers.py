@@ -8,27 +8,20 @@
    weights inside the blocks (attention and MLP projections), with AdamW for the embeddings,
    the output head, norms and biases.
 
-Same initial weights and the same batches for every run. Usage:
-python benchmarks/bench_optimizers.py [--steps 300] [--gpt-steps 150]
-Writes benchmarks/results/bench_optimizers.md.
+Same initial weights and the same batches for every run. Single-threaded by default
+(--threads): on a shared 2-core machine, spinning BLAS/OpenMP threads distort the timings. Usage:
+python benchmarks/bench_optimizers.py [--steps 300] [--gpt-steps 150] [--threads 1] [--quick] [--out PATH]
+Writes benchmarks/results/bench_optimizers.md (or --out).
 """
 from __future__ import annotations
 
-import argparse
 import inspect
-import os
-import sys
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # shared 2-core machine: spinning BLAS/OpenMP threads distort timings
+import numpy as np
 
-import numpy as np  # noqa: E402
+import _common as C
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
-
-from tinytorch import native  # noqa: E402
-from tinytorch.core import random as tt_random  # noqa: E402
+from tinytorch.core import random as tt_random  # noqa: E402  (path set up by _common)
 from tinytorch.core.activations import ReLU  # noqa: E402
 from tinytorch.core.autograd import no_grad  # noqa: E402
 from tinytorch.core.layers import Linear, Sequential  # noqa: E402
@@ -40,12 +33,6 @@ from tinytorch.core.transformers import GPT  # noqa: E402
 from tinytorch.data import digits_split  # noqa: E402
 from tinytorch.extensions import Lion, Muon  # noqa: E402
 from tinytorch.perf.benchmarking import precise_timer  # noqa: E402
-
-
-def machine_description() -> str:
-    """The machine, the runtime and the libraries (shared with every benchmark)."""
-    from _common import machine_lines
-    return "\n".join(machine_lines())
 
 
 class Combined:
@@ -68,10 +55,6 @@ class Combined:
         for o in self.opts:
             merged.update(o.state)
         return merged
-
-
-def state_bytes(opt) -> int:
-    return sum(v.nbytes for s in opt.state.values() for v in s.values() if isinstance(v, np.ndarray))
 
 
 def make_optimizer(kind, lr, named_params, matrix_filter):
@@ -101,7 +84,7 @@ def run(model_fn, batch_fn, loss_fn, kind, lr, steps, matrix_filter):
             opt.step()
         step_times.append(t.elapsed)
         losses.append(loss.item())
-    return model, np.array(losses), float(np.median(step_times)) * 1e3, state_bytes(opt)
+    return model, np.array(losses), float(np.median(step_times)) * 1e3, C.optimizer_state_bytes(opt)
 
 
 def digits_benchmark(steps):
@@ -176,19 +159,17 @@ def gpt_benchmark(steps):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = C.arguments(__doc__, "bench_optimizers.md", threads=1, quick=dict(steps=25, gpt_steps=5))
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--gpt-steps", type=int, default=150)
-    args = ap.parse_args()
-    print("1. digits", flush=True)
-    table1, best = digits_benchmark(args.steps)
-    print("2. GPT", flush=True)
-    table2, vocab, n_chars = gpt_benchmark(args.gpt_steps)
+    args = C.parse(ap)
+    with C.Threads(args.threads):
+        print("1. digits", flush=True)
+        table1, best = digits_benchmark(args.steps)
+        print("2. GPT", flush=True)
+        table2, vocab, n_chars = gpt_benchmark(args.gpt_steps)
     best_line = "; ".join(f"{k}: lr {v[0]:g}, loss {v[1]:.4f}, accuracy {100 * v[2]:.1f} %" for k, v in best.items())
-    report = "\n".join([
-        "# Optimizers: Lion and Muon vs AdamW", "",
-        "Command: `python benchmarks/bench_optimizers.py " + " ".join(sys.argv[1:]) + "`", "",
-        "## Machine", machine_description(), "",
+    C.write_report(args.report, "Optimizers: Lion and Muon vs AdamW", [
         f"## 1. Digits MLP 64-256-256-10, batch 128, {args.steps} steps", "",
         "AdamW weight decay 0.01; Lion betas (0.9, 0.99), weight decay 0.1; Muon momentum 0.95 (Nesterov), "
         "5 Newton-Schulz steps, on the hidden 256x256 matrix, with AdamW (lr 3e-3) on the input and output "
@@ -201,11 +182,7 @@ def main():
         table2, "",
         "Small runs on a shared CPU: they show that the update rules train and what they cost (state, step "
         "time), not which optimizer is best at scale.",
-    ])
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    with open(os.path.join(HERE, "results", "bench_optimizers.md"), "w") as f:
-        f.write(report + "\n")
-    print("wrote benchmarks/results/bench_optimizers.md")
+    ], threads=args.threads)
 
 
 if __name__ == "__main__":

@@ -11,29 +11,22 @@ percentile range and the TinyTorch/PyTorch ratio. A third row per workload, "Num
 only", times just the matrix products of the MLP step in plain NumPy: the floor the
 framework overhead sits on.
 
-Threads: BLAS (via threadpoolctl) and torch.set_num_threads get the same count;
---threads takes a comma-separated list (default "1,<all cores>") and each count is
-measured in turn.
+Threads: the TinyTorch runtime, BLAS (via threadpoolctl) and torch.set_num_threads get the
+same count (_common.Threads); --threads takes a comma-separated list (default "1,<all cores>")
+and each count is measured in turn.
 
-Usage: python benchmarks/bench_training.py [--threads 1,2] [--steps 60] [--rounds 5]
-Writes benchmarks/results/bench_training.md.
+Usage: python benchmarks/bench_training.py [--threads 1,2] [--steps 60] [--rounds 5] [--quick] [--out PATH]
+Writes benchmarks/results/bench_training.md (or --out).
 """
 from __future__ import annotations
 
-import argparse
 import os
-import platform
-import subprocess
-import sys
-import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+import _common as C
 
-import tinytorch  # noqa: E402
-from tinytorch.core import acceleration  # noqa: E402
+from tinytorch.core import acceleration  # noqa: E402  (path set up by _common)
 from tinytorch.core import random as tt_random  # noqa: E402
 from tinytorch.core.activations import ReLU  # noqa: E402
 from tinytorch.core.layers import Flatten, Linear, Sequential  # noqa: E402
@@ -42,15 +35,7 @@ from tinytorch.core.optimizers import Adam  # noqa: E402
 from tinytorch.core.spatial import Conv2d, MaxPool2d  # noqa: E402
 from tinytorch.core.tensor import Tensor  # noqa: E402
 
-try:
-    import torch
-except ImportError:
-    torch = None
-
-try:
-    from threadpoolctl import threadpool_limits
-except ImportError:
-    threadpool_limits = None
+torch = C.optional_torch()
 
 
 def build_tinytorch(kind):
@@ -129,38 +114,6 @@ def numpy_gemm_step_fn(rng):
     return step
 
 
-def time_steps(fns, steps, rounds, warmup=10):
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            for _ in range(steps):
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
-    return {name: np.array(v) * 1e3 for name, v in times.items()}
-
-
-def machine_description(threads):
-    lines = [f"- Python {platform.python_version()} on {platform.system()} {platform.release()} ({platform.machine()})",
-             f"- NumPy {np.__version__}" + (f", PyTorch {torch.__version__}" if torch else ", PyTorch not installed"),
-             f"- thread counts: {', '.join(map(str, threads))} (BLAS via threadpoolctl" + (" and torch.set_num_threads)" if torch else ")")]
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-        for key in ("Model name", "CPU(s)", "Thread(s) per core", "L2 cache", "L3 cache", "Flags"):
-            for line in out.splitlines():
-                if line.startswith(key + ":"):
-                    value = line.split(":", 1)[1].strip()
-                    if key == "Flags":
-                        value = " ".join(f for f in value.split() if f in ("avx2", "fma", "f16c", "avx512f"))
-                    lines.append(f"- {key}: {value}")
-    except (OSError, subprocess.SubprocessError):
-        lines.append(f"- CPU: {platform.processor() or 'unknown'} (lscpu unavailable)")
-    return lines
-
-
 def numpy_backend(step):
     """The same step with the native kernels switched off (acceleration's NumPy path)."""
     use_native = getattr(acceleration, "use_native", None)
@@ -177,13 +130,9 @@ def native_kernels_available():
     return bool(getattr(acceleration, "native_available", lambda: False)())
 
 
-def run_workloads(threads, steps, rounds, paths):
+def run_workloads(threads, steps, rounds, warmup, paths):
     rows = []
-    with (threadpool_limits(limits=threads) if threadpool_limits else _nullcontext()):
-        if torch is not None:
-            torch.set_num_threads(threads)
-        if hasattr(tinytorch, "set_num_threads"):
-            tinytorch.set_num_threads(threads)  # the native runtime's OpenMP threads
+    with C.Threads(threads):
         rng = np.random.default_rng(0)
         for kind in ("mlp", "cnn"):
             x, y = data(kind, rng)
@@ -198,61 +147,43 @@ def run_workloads(threads, steps, rounds, paths):
                 fns["PyTorch"] = torch_step_fn(kind, model, x, y)
             if kind == "mlp":
                 fns["NumPy GEMMs only"] = numpy_gemm_step_fn(rng)
-            results = time_steps(fns, steps, rounds)
+            results = C.time_steps(fns, steps, rounds, warmup=warmup)
             ref = np.median(results["PyTorch"]) if "PyTorch" in results else None
             for name, t in results.items():
-                med = np.median(t)
+                med, p10, p90 = C.spread(t)
                 ratio = f"{med / ref:.2f}x" if ref else "n/a"
-                rows.append((kind.upper(), threads, name, med, np.percentile(t, 10), np.percentile(t, 90), ratio))
+                rows.append((kind.upper(), threads, name, med, p10, p90, ratio))
     return rows
 
 
-class _nullcontext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", default=f"1,{os.cpu_count()}",
-                        help="comma-separated thread counts (BLAS and torch alike)")
-    parser.add_argument("--steps", type=int, default=60, help="timed steps per framework per round")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", default=os.path.join(HERE, "results", "bench_training.md"))
-    args = parser.parse_args()
-    thread_counts = sorted({int(t) for t in str(args.threads).split(",") if t.strip()})
-    if not thread_counts or min(thread_counts) < 1:
-        parser.error(f"--threads needs positive integers, got {args.threads!r}")
+    ap = C.arguments(__doc__, "bench_training.md", threads=sorted({1, os.cpu_count()}),
+                     quick=dict(steps=2, rounds=1, warmup=1))
+    ap.add_argument("--steps", type=int, default=60, help="timed steps per framework per round")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=10, help="untimed steps first")
+    args = C.parse(ap)
 
     rows, paths = [], {}
-    for threads in thread_counts:
-        rows += run_workloads(threads, args.steps, args.rounds, paths)
+    for threads in args.threads:
+        rows += run_workloads(threads, args.steps, args.rounds, args.warmup, paths)
 
-    header = "| workload | threads | implementation | median ms/step | p10-p90 ms | vs PyTorch |"
-    table = [header, "|---|---:|---|---:|---:|---:|"]
+    table = ["| workload | threads | implementation | median ms/step | p10-p90 ms | vs PyTorch |",
+             "|---|---:|---|---:|---:|---:|"]
     for kind, threads, name, med, p10, p90, ratio in rows:
         table.append(f"| {kind} | {threads} | {name} | {med:.3f} | {p10:.3f}-{p90:.3f} | {ratio} |")
     print("\n".join(table))
 
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    with open(args.out, "w") as f:
-        f.write("# Training step time: TinyTorch vs PyTorch CPU\n\n")
-        f.write(f"Command: `python benchmarks/bench_training.py --threads {','.join(map(str, thread_counts))} "
-                f"--steps {args.steps} --rounds {args.rounds}` ({time.strftime('%Y-%m-%d')}; 1-minute load "
-                f"average at the end: {load:.2f})\n\n")
-        f.write("MLP 784-256-128-10 (ReLU) and a small CNN (conv 1->8 3x3, pool, conv 8->16 3x3, pool, linear "
-                "784->10) on 1x28x28, batch 64, Adam, cross-entropy. A step is zero_grad + forward + loss + "
-                "backward + Adam step; ratios are TinyTorch / PyTorch medians from the same run and thread "
-                "count. \"NumPy backend\" runs every matmul through acceleration's NumPy path; \"native kernels\" lets "
-                "acceleration route them to libtinytorch (last kernel path seen: "
-                f"{', '.join(f'{k.upper()}: {v}' for k, v in paths.items()) or 'library not available'}). \"NumPy GEMMs only\" is the floor: just the MLP step's "
-                "matrix products in plain NumPy.\n\n")
-        f.write("\n".join(table) + "\n\nMachine:\n\n" + "\n".join(machine_description(thread_counts)) + "\n")
-    print(f"wrote {args.out}")
+    C.write_report(args.report, "Training step time: TinyTorch vs PyTorch CPU", [
+        "MLP 784-256-128-10 (ReLU) and a small CNN (conv 1->8 3x3, pool, conv 8->16 3x3, pool, linear "
+        "784->10) on 1x28x28, batch 64, Adam, cross-entropy. A step is zero_grad + forward + loss + "
+        "backward + Adam step; ratios are TinyTorch / PyTorch medians from the same run and thread "
+        f"count, {args.steps * args.rounds} timed steps each after {args.warmup} warm-up steps. \"NumPy backend\" "
+        "runs every matmul through acceleration's NumPy path; \"native kernels\" lets acceleration route "
+        "them to libtinytorch (last kernel path seen: "
+        f"{', '.join(f'{k.upper()}: {v}' for k, v in paths.items()) or 'library not available'}). "
+        "\"NumPy GEMMs only\" is the floor: just the MLP step's matrix products in plain NumPy.", "",
+        *table], threads=args.threads)
 
 
 if __name__ == "__main__":
