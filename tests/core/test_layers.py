@@ -110,8 +110,8 @@ def test_linear_uses_gemm_with_trans_flags(monkeypatch, rng):
     calls = []
     real = acceleration.gemm
     monkeypatch.setattr(acceleration, "gemm",
-                        lambda a, b, trans_a=False, trans_b=False, out=None:
-                        calls.append((trans_a, trans_b)) or real(a, b, trans_a, trans_b, out))
+                        lambda a, b, trans_a=False, trans_b=False, **kw:
+                        calls.append((trans_a, trans_b)) or real(a, b, trans_a, trans_b, **kw))
     layer = Linear(4, 3)
     layer(Tensor(rng.standard_normal((2, 5, 4)), requires_grad=True)).sum().backward()
     assert sorted(calls) == [(False, False), (False, True), (True, False)]

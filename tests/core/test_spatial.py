@@ -67,8 +67,8 @@ def test_conv2d_parity(rng, x_shape, wspec, stride, padding, bias):
 def test_conv2d_layer_and_gemm_dispatch(monkeypatch, rng):
     calls = []
     real = acceleration.gemm
-    monkeypatch.setattr(acceleration, "gemm", lambda a, b, trans_a=False, trans_b=False, out=None:
-                        calls.append((trans_a, trans_b)) or real(a, b, trans_a, trans_b, out))
+    monkeypatch.setattr(acceleration, "gemm", lambda a, b, trans_a=False, trans_b=False, **kw:
+                        calls.append((trans_a, trans_b)) or real(a, b, trans_a, trans_b, **kw))
     layer = Conv2d(2, 3, 3, padding=1)
     assert layer.weight.shape == (3, 2, 3, 3) and layer.bias.shape == (3,)
     x = Tensor(rng.standard_normal((2, 2, 5, 5)), requires_grad=True)

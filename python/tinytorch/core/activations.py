@@ -113,10 +113,16 @@ class SiLUFunction(Function):
         return g * (s * (1 + self.x * (1 - s)))
 
 
+def _shift_by_max(x, axis):
+    """x minus its maximum along axis, so exp never overflows. A size-0 tensor has no
+    maximum to take (np.max raises) and nothing to shift: softmax of it is empty, as in PyTorch."""
+    return x - np.max(x, axis=axis, keepdims=True) if x.size else x.copy()
+
+
 class SoftmaxFunction(Function):
     def forward(self, x, axis):
         self.axis = axis
-        e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+        e = np.exp(_shift_by_max(x, axis))
         self.out = e / np.sum(e, axis=axis, keepdims=True)
         return self.out
 
@@ -128,8 +134,9 @@ class SoftmaxFunction(Function):
 class LogSoftmaxFunction(Function):
     def forward(self, x, axis):
         self.axis = axis
-        shifted = x - np.max(x, axis=axis, keepdims=True)
-        out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+        shifted = _shift_by_max(x, axis)
+        with np.errstate(divide="ignore"):  # log(0) only for an empty axis (the sum is >= 1 otherwise)
+            out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
         self.out = out
         return out
 

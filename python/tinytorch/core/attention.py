@@ -43,8 +43,9 @@ __all__ = ["scaled_dot_product_attention", "ScaledDotProductAttention", "causal_
 
 
 def stable_softmax(scores: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Softmax that tolerates +-large and -inf scores; an all -inf row becomes zeros."""
-    m = np.max(scores, axis=axis, keepdims=True)
+    """Softmax that tolerates +-large and -inf scores; an all -inf row becomes zeros, and so
+    does attention over zero keys (an empty softmax axis), as in PyTorch."""
+    m = np.max(scores, axis=axis, keepdims=True, initial=-np.inf)  # initial: zero keys give zeros
     m = np.where(np.isfinite(m), m, 0.0).astype(scores.dtype, copy=False)
     e = np.exp(scores - m)
     s = np.sum(e, axis=axis, keepdims=True)

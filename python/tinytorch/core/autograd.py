@@ -29,15 +29,23 @@ Design notes
   * After a backward without ``retain_graph`` every visited Function is released: its
     instance ``__dict__`` (the saved arrays) is cleared and a second backward through
     it raises a RuntimeError that says to pass ``retain_graph=True``.
+  * Stale saved values (PyTorch's version-counter check, kept to one int per node): every
+    in-place change of a Tensor's data (``t.data = a``, ``t.data -= d``, optimizer steps)
+    goes through ``bump_version``, which advances a global counter and stamps the tensor
+    with it. ``apply`` records the counter on the node; before a node's backward the
+    engine compares, and only when something changed since that forward does it look
+    whether the Function saved the changed tensor's array (or a view of it) or its own
+    output, and then raises RuntimeError instead of differentiating with the new values.
 """
 from __future__ import annotations
 
 import numpy as np
 
 __all__ = ["Function", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-           "run_backward", "gradcheck"]
+           "run_backward", "gradcheck", "bump_version"]
 
 _grad_enabled = True
+_mutations = 0  # advanced by every bump_version; a node compares it with its forward's value
 _Tensor = None  # set by tensor.py once the Tensor class exists (the two modules import each other)
 
 
@@ -110,7 +118,7 @@ class Function:
 
     # Engine bookkeeping lives in slots; anything a subclass saves goes in __dict__,
     # which is what release() frees.
-    __slots__ = ("parents", "needs_input_grad", "_released", "__dict__", "__weakref__")
+    __slots__ = ("parents", "needs_input_grad", "_released", "_epoch", "__dict__", "__weakref__")
 
     def forward(self, *arrays, **params):
         raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
@@ -127,7 +135,7 @@ class Function:
         any_needs = False
         for a in args:
             if isinstance(a, Tensor):
-                arrays.append(a.data)
+                arrays.append(a._data)
                 r = a.requires_grad
                 needs.append(r)
                 any_needs = any_needs or r
@@ -142,6 +150,7 @@ class Function:
             out = np.asarray(out)
         if record:
             fn.parents = args
+            fn._epoch = _mutations
             return Tensor._make(out, True, fn)
         return Tensor._make(out, False, None)
 
@@ -176,6 +185,36 @@ def _unbroadcast(grad: np.ndarray, shape: tuple, who: str) -> np.ndarray:
     if axes:
         grad = grad.sum(axis=tuple(axes), keepdims=True)
     return grad.reshape(shape)
+
+
+def _saves(fn, arr) -> bool:
+    """Did ``fn`` keep ``arr`` (itself, a view of it, or inside a tuple) for its backward?"""
+    for v in fn.__dict__.values():
+        for x in (v if type(v) in (tuple, list) else (v,)):
+            if x is arr or (isinstance(x, np.ndarray) and x.base is not None and x.base is arr):
+                return True
+    return False
+
+
+def bump_version(t) -> None:
+    """Record that ``t``'s data changed in place (call after writing into ``t.data``)."""
+    global _mutations
+    _mutations += 1
+    t._version = _mutations
+
+
+def _check_versions(ctx, out) -> None:
+    """Raise if an array ``ctx`` saved in forward was changed in place since then."""
+    changed = [(f"input {i}", p) for i, p in enumerate(ctx.parents)
+               if isinstance(p, _Tensor) and p._version > ctx._epoch] + \
+              ([("its output", out)] if out._version > ctx._epoch else [])
+    for what, t in changed:
+        if _saves(ctx, t._data):
+            raise RuntimeError(
+                f"backward: {what} of {type(ctx).__name__} (shape {t._data.shape}), saved for the "
+                "gradient, was modified in place after the forward pass, so the gradient would use "
+                "the new values. Recompute the forward after changing it (e.g. call "
+                "optimizer.step() only after backward), or change a copy.")
 
 
 def _topological_order(root):
@@ -241,6 +280,8 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
                 f"Trying to backward through the graph a second time ({type(ctx).__name__} was "
                 "already released). Pass retain_graph=True to the first backward if you need to "
                 "backward twice.")
+        if ctx._epoch != _mutations:  # something changed in place since this forward
+            _check_versions(ctx, t)
         in_grads = ctx.backward(g)
         if type(in_grads) is not tuple:
             in_grads = tuple(in_grads) if isinstance(in_grads, list) else (in_grads,)
@@ -253,12 +294,16 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
                 continue
             if type(pg) is not np.ndarray:
                 pg = np.asarray(pg)
-            pshape = p.data.shape
+            pshape = p._data.shape
             if pg.shape != pshape:
                 pg = _unbroadcast(pg, pshape, type(ctx).__name__)
             key = id(p)
             prev = grads.get(key)
-            grads[key] = pg if prev is None else prev + pg
+            if prev is not None:
+                pg = prev + pg
+                if type(pg) is not np.ndarray:  # 0-d + 0-d gives a NumPy scalar
+                    pg = np.asarray(pg)
+            grads[key] = pg
         if not retain_graph:
             ctx.release()
 
@@ -277,7 +322,9 @@ def _accumulate_leaf(t, g: np.ndarray, stored: set) -> None:
     if t.grad is None:
         t.grad = g
     else:
-        t.grad = t.grad + g
+        # a fresh array (another leaf or the caller may hold the old one); asarray because
+        # 0-d + 0-d gives a NumPy scalar, which in-place updates (clipping, Adam) cannot change
+        t.grad = np.asarray(t.grad + g, dtype=dtype)
 
 
 # --------------------------------------------------------------------------- gradcheck

@@ -62,6 +62,10 @@ def _reduce_scale(g, reduction, count):
     """Per-element upstream gradient for the reductions above."""
     if reduction == "none":
         return g
+    if reduction == "mean" and count == 0:
+        # mean over nothing (e.g. every target ignored): the loss is NaN, as in PyTorch,
+        # but no element contributed, so the gradient is zero, not NaN
+        return np.zeros_like(g)
     return g / count if reduction == "mean" else g
 
 

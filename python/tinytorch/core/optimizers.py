@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from .autograd import bump_version
 from .tensor import Tensor
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR", "CosineAnnealingLR",
@@ -77,6 +78,7 @@ class Optimizer:
             if s is None:
                 s = state[p] = {}
             self._update(p, g, s)
+            bump_version(p)  # updated in place: a graph that saved p must not backward now
 
     def _update(self, p, grad, state):
         raise NotImplementedError
@@ -183,7 +185,9 @@ class Adam(Optimizer):
             v = state["exp_avg_sq"]
         t = state["step"] = state["step"] + 1
         # in place with one scratch buffer: ~10 passes over the parameter, no temporaries
-        scratch = np.multiply(g, 1.0 - b1, dtype=data.dtype)
+        # (out= even for the first product: a ufunc on 0-d arrays returns a NumPy scalar)
+        scratch = np.empty_like(data)
+        np.multiply(g, 1.0 - b1, out=scratch, dtype=data.dtype)
         m *= b1
         m += scratch
         np.multiply(g, g, out=scratch, dtype=data.dtype)

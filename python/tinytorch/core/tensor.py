@@ -3,7 +3,13 @@
 What this file owns
   * ``Tensor(data, requires_grad=False, dtype=None)``. ``.data`` is always a NumPy array
     (so ``t.data.ctypes.data_as(...)`` works for native kernels), ``.grad`` is a NumPy
-    array or None, ``._ctx`` is the Function that produced it (None for leaves).
+    array of the tensor's shape and dtype, or None, ``._ctx`` is the Function that produced
+    it (None for leaves).
+  * ``._version``: stamped by ``autograd.bump_version`` whenever ``.data`` is assigned
+    (``t.data = a``, ``t.data -= d``) and by optimizer steps, so backward can refuse to use
+    values a Function saved that were changed in place since the forward (PyTorch's
+    version counter). Writes through the array itself (``t.data[...] = v``) are not seen:
+    call ``bump_version(t)`` after one.
   * The elementwise, reduction, shape and indexing ops as ``Function`` subclasses, and
     the Python operators that call them. ``Function`` is re-exported here because the
     extension guide imports it as ``from tinytorch.core.tensor import Tensor, Function``.
@@ -22,6 +28,8 @@ What it assumes: matmuls go through ``acceleration`` (never ``@`` on arrays here
 native kernels can be routed in without editing this file.
 """
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
@@ -55,7 +63,7 @@ def _as_array(data, dtype):
 class Tensor:
     """An n-dimensional array that can record the operations applied to it."""
 
-    __slots__ = ("data", "grad", "requires_grad", "_ctx", "__dict__", "__weakref__")
+    __slots__ = ("_data", "grad", "requires_grad", "_ctx", "_version", "__dict__", "__weakref__")
     __array_ufunc__ = None   # make NumPy defer `ndarray * Tensor` to Tensor.__rmul__
     __hash__ = object.__hash__  # identity hashing, although == is elementwise
 
@@ -65,7 +73,8 @@ class Tensor:
         arr = _as_array(data, None if dtype is None else np.dtype(dtype))
         if requires_grad and arr.dtype.kind != "f":
             raise TypeError(f"Tensor: only floating-point tensors can require grad, got {arr.dtype}")
-        self.data = arr
+        self._data = arr
+        self._version = 0
         self.grad = None
         self.requires_grad = bool(requires_grad)
         self._ctx = None
@@ -85,28 +94,38 @@ class Tensor:
     def _make(cls, data: np.ndarray, requires_grad: bool, ctx):
         # Fast path used by Function.apply: no conversion, no checks.
         t = Tensor.__new__(Tensor)
-        t.data = data
+        t._data = data
+        t._version = 0
         t.grad = None
         t.requires_grad = requires_grad
         t._ctx = ctx
         return t
 
     # ------------------------------------------------------------------ properties
+    def _set_data(self, value):
+        # `t.data -= d` lands here too (with the same array), so in-place updates count
+        self._data = value
+        _autograd.bump_version(self)
+
+    # the getter is a C-level attrgetter: reading .data stays nearly as cheap as a slot
+    data = property(operator.attrgetter("_data"), _set_data,
+                    doc="The NumPy array holding the values (assigning it bumps ``_version``).")
+
     @property
     def shape(self):
-        return self.data.shape
+        return self._data.shape
 
     @property
     def dtype(self):
-        return self.data.dtype
+        return self._data.dtype
 
     @property
     def ndim(self):
-        return self.data.ndim
+        return self._data.ndim
 
     @property
     def size(self):
-        return self.data.size
+        return self._data.size
 
     @property
     def grad_fn(self):
@@ -474,7 +493,8 @@ class Div(Function):
     def backward(self, g):
         need = self.needs_input_grad
         ga = g / self.b if need[0] else None
-        gb = -g * self.a / (self.b * self.b) if need[1] else None
+        # (a / b) / b, never b * b: b * b underflows to 0 (float32 b = 1e-23) and gives -inf
+        gb = -g * (self.a / self.b / self.b) if need[1] else None
         return ga, gb
 
 
@@ -489,6 +509,9 @@ class Pow(Function):
         a, b = self.a, self.b
         need = self.needs_input_grad
         ga = gb = None
+        # PyTorch's conventions at the edges: da is 0 where b == 0 (even at a == 0, where
+        # b * a**(b-1) is 0 * inf), db is 0 where a == 0 and b >= 0 (a**b * log(a) would be
+        # 0 * -inf); a < 0 still gives log(a) = nan, as in PyTorch.
         with np.errstate(divide="ignore", invalid="ignore"):
             if need[0]:
                 if isinstance(b, (int, float)) and b == 2:
@@ -496,9 +519,9 @@ class Pow(Function):
                 elif isinstance(b, (int, float)) and b == 0:
                     ga = np.zeros_like(g)
                 else:
-                    ga = g * b * np.power(a, b - 1)
+                    ga = g * np.where(b == 0, 0, b * np.power(a, b - 1))
             if need[1]:
-                gb = g * self.out * np.log(a)
+                gb = g * np.where((a == 0) & (b >= 0), 0, self.out * np.log(a))
         return ga, gb
 
 
@@ -524,39 +547,9 @@ class MatMul(Function):
         return _acc.matmul(a, b)
 
     def backward(self, g):
-        a, b = self.a, self.b
-        need = self.needs_input_grad
-        a2 = a[None, :] if a.ndim == 1 else a
-        b2 = b[:, None] if b.ndim == 1 else b
-        if b.ndim == 1:
-            g = np.expand_dims(g, -1)
-        if a.ndim == 1:
-            g = np.expand_dims(g, -2)
-        ga = gb = None
-        if a2.ndim == 2 and b2.ndim == 2:
-            if need[0]:
-                ga = _acc.gemm(g, b2, trans_b=True)
-            if need[1]:
-                gb = _acc.gemm(a2, g, trans_a=True)
-        elif b2.ndim == 2:
-            # batched x @ weight: fold the batch into rows, one GEMM each way
-            k, n = b2.shape
-            g2 = g.reshape(-1, n)
-            if need[0]:
-                ga = _acc.gemm(g2, b2, trans_b=True).reshape(g.shape[:-1] + (k,))
-            if need[1]:
-                a_rows = np.broadcast_to(a2, g.shape[:-1] + (k,)).reshape(-1, k)
-                gb = _acc.gemm(a_rows, g2, trans_a=True)
-        else:
-            if need[0]:
-                ga = _acc.matmul(g, np.swapaxes(b2, -1, -2))
-            if need[1]:
-                gb = _acc.matmul(np.swapaxes(a2, -1, -2), g)
-        if ga is not None and a.ndim == 1:
-            ga = ga.reshape(-1, a.shape[0]).sum(axis=0)
-        if gb is not None and b.ndim == 1:
-            gb = gb.reshape(-1, b.shape[0]).sum(axis=0)
-        return ga, gb
+        # the one formula, in the door (transpose flags, size-0 safe); batch axes come back
+        # as broadcast and the engine sums them to each operand's shape
+        return _acc.matmul_backward(self.a, self.b, g, self.needs_input_grad)
 
 
 class Sum(Function):
@@ -585,8 +578,10 @@ class MaxMin(Function):
     """max/min over axes; the gradient is shared equally between tied extremes."""
 
     def forward(self, a, axis, keepdims, use_max):
-        if a.size == 0:
-            raise ValueError(f"{'max' if use_max else 'min'}: reduction over an empty tensor of shape {a.shape}")
+        # like PyTorch: an empty *reduced* axis has no extreme; other size-0 axes are fine
+        if 0 in (a.shape if axis is None else [a.shape[i] for i in axis]):
+            raise ValueError(f"{'max' if use_max else 'min'}: reduction over an empty axis "
+                             f"(shape {a.shape}, axis {axis})")
         out = np.max(a, axis=axis, keepdims=True) if use_max else np.min(a, axis=axis, keepdims=True)
         self.mask = a == out
         self.axis, self.keepdims = axis, keepdims

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.autograd import bump_version
 from ..core.layers import Layer
 from ..core.optimizers import AdamW, Optimizer
 from ..core.tensor import Tensor
@@ -132,6 +133,7 @@ class MixedPrecisionOptimizer(Optimizer):
         for p, m in zip(self.model_params, self.params):
             if m is not p:
                 np.copyto(p.data, m.data, casting="same_kind")
+                bump_version(p)  # written in place, like the inner optimizer's update
         self._synced = False
 
     def zero_grad(self) -> None:
