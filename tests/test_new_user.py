@@ -262,3 +262,23 @@ def test_markdown_links_stay_inside_the_repository():
             elif not resolved.exists():
                 bad.append(f"{md.relative_to(ROOT)}: {target} does not exist")
     assert not bad, "\n".join(bad)
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. The test command installs the tools it calls
+# ----------------------------------------------------------------------------------------------
+
+def test_test_extra_brings_cmake_ctest_and_ninja():
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        pytest.skip("tomllib needs Python 3.11")
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["test"]
+    names = {re.split(r"[<>=!~ \[]", req, maxsplit=1)[0].lower() for req in extra}
+    assert {"cmake", "ninja"} <= names, extra  # the cmake wheel ships ctest
+    script = (ROOT / "tests" / "run_all.sh").read_text()
+    # run_all.sh puts the environment's own bin folder first, so the extra's tools are the ones run
+    assert 'PATH="$(dirname "$("$PY" -c \'import sys; print(sys.executable)\')"):$PATH"' in script
+    bin_dir = Path(sys.executable).parent
+    for tool in ("cmake", "ctest", "ninja"):
+        assert (bin_dir / tool).exists() or shutil.which(tool), f"{tool} is not installed"
