@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tinytorch.core.layers import Linear
+from tinytorch.core.optimizers import AdamW
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import Lion, Muon
 from tinytorch.extensions.optimizers import newton_schulz_orthogonalize
@@ -148,6 +149,20 @@ def test_muon_vectors_fall_back_to_adamw():
     p, opt = _run(Muon, p0, grads, lr=0.02, weight_decay=0.1, fallback_lr=1e-2, fallback_betas=(0.8, 0.9))
     np.testing.assert_allclose(p.data, adamw_reference(p0, grads, 1e-2, (0.8, 0.9), 1e-8, 0.1), rtol=1e-12)
     assert "exp_avg_sq" in opt.state[p] and "momentum_buffer" not in opt.state[p]
+
+
+@pytest.mark.parametrize("shape", [(5,), ()])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_muon_fallback_is_the_core_adamw_to_the_bit(shape, dtype):
+    """One Adam implementation: Muon's fallback calls the core's adam_update, so its numbers
+    and state are AdamW's exactly, not merely close."""
+    p0, grads = RNG.standard_normal(shape), [RNG.standard_normal(shape) for _ in range(7)]
+    p, opt = _run(Muon, p0, grads, dtype=dtype, lr=0.02, weight_decay=0.1, fallback_lr=1e-2,
+                  fallback_betas=(0.8, 0.9), fallback_eps=1e-6)
+    q, ref = _run(AdamW, p0, grads, dtype=dtype, lr=1e-2, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1)
+    np.testing.assert_array_equal(p.data, q.data)
+    for name in ("exp_avg", "exp_avg_sq", "step"):
+        np.testing.assert_array_equal(opt.state[p][name], ref.state[q][name])
 
 
 def test_muon_matches_torch_when_installed():

@@ -37,8 +37,9 @@ def stable_sigmoid(z: np.ndarray) -> np.ndarray:
     return _sigmoid_parts(z)[0].astype(z.dtype, copy=False)
 
 
-def _float(x):
-    """GELU of an integer or boolean array is a float32 array, never a truncated integer."""
+def promote_to_float(x) -> np.ndarray:
+    """Activations of integer or boolean arrays are float32, never truncated integers."""
+    x = np.asarray(x)
     return x if x.dtype.kind in "fc" else x.astype(np.float32)
 
 
@@ -67,7 +68,7 @@ def matmul(a, b, any_size=False):
 
 def bias_gelu(x, bias, any_size=False):
     """gelu_tanh(x + bias), bias broadcast over the last axis (None means no bias)."""
-    x = _float(np.asarray(x))
+    x = promote_to_float(x)
     u = x if bias is None else x + bias
     record_path("numpy")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -81,7 +82,7 @@ def bias_gelu(x, bias, any_size=False):
 
 def bias_gelu_backward(x, bias, grad, any_size=False):
     """Gradients of gelu_tanh(x + bias): (grad * gelu'(u), sum of that over leading axes)."""
-    x = _float(np.asarray(x))
+    x = promote_to_float(x)
     u = x if bias is None else x + bias
     record_path("numpy")
     with np.errstate(over="ignore", invalid="ignore"):

@@ -14,6 +14,8 @@ Contract (arrays in, arrays out; no autograd here):
                                       batch axes as broadcast (the autograd engine sums)
   bias_gelu(x, bias)               -> gelu_tanh(x + bias)   x: [..., D], bias (D,) or None
   bias_gelu_backward(x, bias, grad)-> (grad_x, grad_bias or None)
+  stable_sigmoid(z), promote_to_float(x)
+                                   -> the activations' numerics: integer/bool in, float32 out
   last_path()                      -> what the calling thread's last call ran
 Each takes ``any_size=True`` to send even tiny float32 problems to the native kernel
 (the SIMD extension does: it exists to show the kernels, not to pick the fastest path).
@@ -48,11 +50,11 @@ from .. import backends as _backends
 from ..backends import (last_path, native_enabled, record_native_path, record_path,
                         set_native_enabled, use_native)
 from ..backends.cpu import NATIVE_MIN_ELEMENTS, NATIVE_MIN_GEMM_WORK, NATIVE_MIN_HALF_GEMM_WORK
-from ..backends.numpy_fallback import stable_sigmoid
+from ..backends.numpy_fallback import promote_to_float, stable_sigmoid
 
 __all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward",
-           "stable_sigmoid", "last_path", "record_path", "record_native_path", "use_native",
-           "set_native_enabled", "native_enabled", "native_available", "native_library",
+           "stable_sigmoid", "promote_to_float", "last_path", "record_path", "record_native_path",
+           "use_native", "set_native_enabled", "native_enabled", "native_available", "native_library",
            "check_status", "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS",
            "NATIVE_MIN_HALF_GEMM_WORK"]
 
@@ -81,12 +83,6 @@ def _route(op: str, *args):
         if result is not NotImplemented:
             return result
     raise TypeError(f"{op}: no registered back end serves this call")
-
-
-def _float(x) -> np.ndarray:
-    """Activations of integer or boolean arrays are float32, never truncated integers."""
-    x = np.asarray(x)
-    return x if x.dtype.kind in "fc" else x.astype(np.float32)
 
 
 # --------------------------------------------------------------------------------------
@@ -159,10 +155,10 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad: np.ndarray, need=(True, 
 
 def bias_gelu(x: np.ndarray, bias: np.ndarray | None, any_size: bool = False) -> np.ndarray:
     """gelu_tanh(x + bias), bias broadcast over the last axis (None means no bias)."""
-    return _route("bias_gelu", _float(x), bias, any_size)
+    return _route("bias_gelu", promote_to_float(x), bias, any_size)
 
 
 def bias_gelu_backward(x: np.ndarray, bias: np.ndarray | None, grad: np.ndarray,
                        any_size: bool = False):
     """Gradients of gelu_tanh(x + bias): (grad * gelu'(u), sum of that over leading axes)."""
-    return _route("bias_gelu_backward", _float(x), bias, grad, any_size)
+    return _route("bias_gelu_backward", promote_to_float(x), bias, grad, any_size)

@@ -16,6 +16,8 @@ What this file owns
   * ``no_grad`` / ``enable_grad`` / ``set_grad_enabled`` / ``is_grad_enabled``.
   * ``gradcheck(fn, *inputs)``: float64 central differences against backward.
 
+  * ``register_tensor_class``: how the engine learns the Tensor class (see below).
+
 What it assumes
   * ``backward`` never writes into ``grad_output`` or into arrays it saved, and returns
     arrays that it does not keep (views are fine: the engine copies those before they
@@ -36,6 +38,16 @@ Design notes
     engine compares, and only when something changed since that forward does it look
     whether the Function saved the changed tensor's array (or a view of it) or its own
     output, and then raises RuntimeError instead of differentiating with the new values.
+  * No import of ``tensor``: this module imports only NumPy, and the core is layered
+    autograd <- ops, activation_ops <- tensor (tensor.py builds on the engine:
+    ``Tensor.backward`` is ``run_backward``, every operator is a Function). The engine
+    still has to recognise Tensors (to unwrap them) and make them (``apply``'s output,
+    gradcheck's inputs), so tensor.py hands its class over once, as it defines it, with
+    the class decorator ``@register_tensor_class``: a registration, not an import, so
+    there is no cycle and nothing patches this module from outside. Until then nothing is
+    a Tensor and making one raises a RuntimeError that says which import is missing;
+    nobody can hold a Tensor before tensor.py ran, so only a Function applied to bare
+    arrays can see that error.
 """
 from __future__ import annotations
 
@@ -46,7 +58,34 @@ __all__ = ["Function", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_en
 
 _grad_enabled = True
 _mutations = 0  # advanced by every bump_version; a node compares it with its forward's value
-_Tensor = None  # set by tensor.py once the Tensor class exists (the two modules import each other)
+
+
+class _TensorClassNotRegistered:
+    """Stands in for the Tensor class until tensor.py registers it: no object is an instance,
+    and making one says what is missing."""
+
+    _MESSAGE = ("autograd: no Tensor class is registered yet; import tinytorch.core.tensor "
+                "(it registers itself) before applying a Function to plain arrays")
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(self._MESSAGE)
+
+    @classmethod
+    def _make(cls, data, requires_grad, ctx):
+        raise RuntimeError(cls._MESSAGE)
+
+
+_tensor_class = _TensorClassNotRegistered
+
+
+def register_tensor_class(cls) -> type:
+    """Tell the engine which class is the Tensor (tensor.py's class decorator, run once).
+
+    ``cls`` must provide the protocol the engine uses: ``_data``, ``requires_grad``,
+    ``_ctx``, ``_version``, ``grad``, ``data`` and ``_make(data, requires_grad, ctx)``."""
+    global _tensor_class
+    _tensor_class = cls
+    return cls
 
 
 def is_grad_enabled() -> bool:
@@ -128,7 +167,7 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **params):
-        Tensor = _Tensor
+        Tensor = _tensor_class
         fn = cls.__new__(cls)
         arrays = []
         needs = []
@@ -206,7 +245,7 @@ def bump_version(t) -> None:
 def _check_versions(ctx, out) -> None:
     """Raise if an array ``ctx`` saved in forward was changed in place since then."""
     changed = [(f"input {i}", p) for i, p in enumerate(ctx.parents)
-               if isinstance(p, _Tensor) and p._version > ctx._epoch] + \
+               if isinstance(p, _tensor_class) and p._version > ctx._epoch] + \
               ([("its output", out)] if out._version > ctx._epoch else [])
     for what, t in changed:
         if _saves(ctx, t._data):
@@ -251,7 +290,7 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
                              f"got shape {data.shape}: pass gradient= of that shape")
         gradient = np.ones_like(data)
     else:
-        if isinstance(gradient, _Tensor):
+        if isinstance(gradient, _tensor_class):
             gradient = gradient.data
         gradient = np.asarray(gradient, dtype=data.dtype)
         if gradient.shape != data.shape:
@@ -341,7 +380,7 @@ def gradcheck(fn, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 
     AssertionError naming the input, the element and both values (False when
     ``raise_exception=False``).
     """
-    Tensor = _Tensor
+    Tensor = _tensor_class
     explicit = any(isinstance(x, Tensor) and x.requires_grad for x in inputs)
     values, checked, was_tensor = [], [], []
     for x in inputs:
@@ -411,6 +450,3 @@ def gradcheck(fn, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 
     if not ok and raise_exception:
         raise AssertionError(message)
     return ok
-
-
-from . import tensor as _tensor_module  # noqa: E402,F401  (registers the Tensor class)

@@ -22,6 +22,7 @@ import multiprocessing
 
 import numpy as np
 
+from . import random as tt_random
 from .random import get_generator
 from .tensor import Tensor
 
@@ -103,7 +104,6 @@ _worker_collate = None
 
 def _worker_init(dataset, collate_fn, base_seed, counter):
     global _worker_dataset, _worker_collate
-    from . import random as tt_random
     _worker_dataset, _worker_collate = dataset, collate_fn
     with counter.get_lock():
         worker_id = counter.value

@@ -241,15 +241,11 @@ class LinearFunction(Function):
     def backward(self, g):
         need = self.needs_input_grad
         g2 = g if g.ndim == 2 else g.reshape(-1, g.shape[-1])
-        gx = gw = gb = None
-        if need[0]:
-            gx = _acc.gemm(g2, self.weight, trans_b=True)
-            if len(self.lead) != 1:
-                gx = gx.reshape(self.lead + (self.weight.shape[0],))
-        if need[1]:
-            gw = _acc.gemm(self.x2, g2, trans_a=True)
-        if need[2]:
-            gb = g2.sum(axis=0)
+        # x2 @ weight is a plain 2-D matmul: the door's one backward (transpose flags, no copies)
+        gx, gw = _acc.matmul_backward(self.x2, self.weight, g2, need[:2])
+        if gx is not None and len(self.lead) != 1:
+            gx = gx.reshape(self.lead + (self.weight.shape[0],))
+        gb = g2.sum(axis=0) if need[2] else None
         return gx, gw, gb
 
 

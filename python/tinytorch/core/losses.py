@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import acceleration as _acc
 from .autograd import Function
 from .layers import Layer
 from .tensor import Tensor
@@ -202,9 +203,7 @@ class BCEWithLogitsFunction(Function):
 
     def backward(self, g):
         x = self.x
-        e = np.exp(-np.abs(x))
-        sig = np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-        grad = (1.0 - self.y) - self.w * (1.0 - sig)
+        grad = (1.0 - self.y) - self.w * (1.0 - _acc.stable_sigmoid(x))
         scale = _reduce_scale(g, self.reduction, x.size)
         return (grad * scale).astype(x.dtype, copy=False), None, None, None
 

@@ -5,7 +5,8 @@ What this file owns
     by the parameter Tensor, one dict of NumPy arrays per parameter), ``step()``,
     ``zero_grad()``, ``state_dict()``/``load_state_dict()``.
   * ``SGD`` (momentum, dampening, nesterov, weight_decay), ``Adam`` and ``AdamW``,
-    with PyTorch's update rules; Adam's moments are named ``exp_avg``/``exp_avg_sq`` like
+    with PyTorch's update rules (Adam's is one function, ``adam_update``, which other
+    optimizers' Adam-style fallbacks call too); Adam's moments are named ``exp_avg``/``exp_avg_sq`` like
     PyTorch, so memory tools can measure optimizer state from them.
   * Schedules: ``StepLR``, ``CosineAnnealingLR``, ``LinearLR`` (linear warm-up),
     ``LambdaLR`` and ``SequentialLR`` (warm-up then cosine), each updating ``optimizer.lr``.
@@ -26,7 +27,7 @@ import numpy as np
 from .autograd import bump_version
 from .tensor import Tensor
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "LRScheduler", "StepLR", "CosineAnnealingLR",
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "adam_update", "LRScheduler", "StepLR", "CosineAnnealingLR",
            "LinearLR", "LambdaLR", "SequentialLR", "clip_grad_norm_"]
 
 
@@ -151,6 +152,44 @@ class SGD(Optimizer):
         p.data -= self.lr * g
 
 
+def adam_update(data: np.ndarray, g: np.ndarray, state: dict, lr: float, betas, eps: float,
+                weight_decay: float, decoupled: bool) -> None:
+    """One Adam step on ``data`` in place (PyTorch's rule), the one implementation that Adam,
+    AdamW and other optimizers' Adam-style fallbacks (Muon's) call. ``state`` holds
+    ``exp_avg``, ``exp_avg_sq`` and ``step`` (created on the first call). ``decoupled``:
+    AdamW's ``data *= 1 - lr * weight_decay``; otherwise weight decay is L2 added to ``g``."""
+    b1, b2 = betas
+    if weight_decay:
+        if decoupled:
+            data *= 1.0 - lr * weight_decay
+        else:
+            g = g + weight_decay * data
+    m = state.get("exp_avg")
+    if m is None:
+        m = state["exp_avg"] = np.zeros_like(data)
+        v = state["exp_avg_sq"] = np.zeros_like(data)
+        state["step"] = 0
+    else:
+        v = state["exp_avg_sq"]
+    t = state["step"] = state["step"] + 1
+    # in place with one scratch buffer: ~10 passes over the parameter, no temporaries
+    # (out= even for the first product: a ufunc on 0-d arrays returns a NumPy scalar)
+    scratch = np.empty_like(data)
+    np.multiply(g, 1.0 - b1, out=scratch, dtype=data.dtype)
+    m *= b1
+    m += scratch
+    np.multiply(g, g, out=scratch, dtype=data.dtype)
+    scratch *= 1.0 - b2
+    v *= b2
+    v += scratch
+    np.sqrt(v, out=scratch)
+    scratch *= 1.0 / math.sqrt(1.0 - b2 ** t)
+    scratch += eps
+    np.divide(m, scratch, out=scratch)
+    scratch *= lr / (1.0 - b1 ** t)
+    data -= scratch
+
+
 class Adam(Optimizer):
     """PyTorch's Adam (weight_decay is L2 added to the gradient)."""
 
@@ -169,37 +208,7 @@ class Adam(Optimizer):
         self.eps, self.weight_decay = float(eps), float(weight_decay)
 
     def _update(self, p, g, state):
-        b1, b2 = self.betas
-        data = p.data
-        if self.weight_decay:
-            if self.decoupled:
-                data *= 1.0 - self.lr * self.weight_decay
-            else:
-                g = g + self.weight_decay * data
-        m = state.get("exp_avg")
-        if m is None:
-            m = state["exp_avg"] = np.zeros_like(data)
-            v = state["exp_avg_sq"] = np.zeros_like(data)
-            state["step"] = 0
-        else:
-            v = state["exp_avg_sq"]
-        t = state["step"] = state["step"] + 1
-        # in place with one scratch buffer: ~10 passes over the parameter, no temporaries
-        # (out= even for the first product: a ufunc on 0-d arrays returns a NumPy scalar)
-        scratch = np.empty_like(data)
-        np.multiply(g, 1.0 - b1, out=scratch, dtype=data.dtype)
-        m *= b1
-        m += scratch
-        np.multiply(g, g, out=scratch, dtype=data.dtype)
-        scratch *= 1.0 - b2
-        v *= b2
-        v += scratch
-        np.sqrt(v, out=scratch)
-        scratch *= 1.0 / math.sqrt(1.0 - b2 ** t)
-        scratch += self.eps
-        np.divide(m, scratch, out=scratch)
-        scratch *= self.lr / (1.0 - b1 ** t)
-        data -= scratch
+        adam_update(p.data, g, state, self.lr, self.betas, self.eps, self.weight_decay, self.decoupled)
 
 
 class AdamW(Adam):

@@ -109,14 +109,11 @@ class Conv2dFunction(Function):
         n = x_shape[0]
         need = self.needs_input_grad
         g2 = g.transpose(1, 0, 2, 3).reshape(oc, n * oh * ow)
-        gx = gw = gb = None
-        if need[1]:
-            gw = _acc.gemm(g2, self.cols, trans_b=True).reshape(w_shape)
-        if need[2]:
-            gb = g2.sum(axis=1)
-        if need[0]:
-            gcols = _acc.gemm(self.w2, g2, trans_a=True)              # (C*KH*KW, N*OH*OW)
-            gx = col2im(gcols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow)
+        # out = w2 @ cols: the door's one matmul backward gives both (transpose flags, no copies)
+        gw2, gcols = _acc.matmul_backward(self.w2, self.cols, g2, (need[1], need[0]))
+        gw = None if gw2 is None else gw2.reshape(w_shape)
+        gb = g2.sum(axis=1) if need[2] else None
+        gx = None if gcols is None else col2im(gcols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow)
         return gx, gw, gb, None, None
 
 

@@ -1,4 +1,4 @@
-"""Tensor: a NumPy array plus the autograd bookkeeping, and the basic differentiable ops.
+"""Tensor: a NumPy array plus the autograd bookkeeping, and the operators that record ops.
 
 What this file owns
   * ``Tensor(data, requires_grad=False, dtype=None)``. ``.data`` is always a NumPy array
@@ -10,9 +10,18 @@ What this file owns
     values a Function saved that were changed in place since the forward (PyTorch's
     version counter). Writes through the array itself (``t.data[...] = v``) are not seen:
     call ``bump_version(t)`` after one.
-  * The elementwise, reduction, shape and indexing ops as ``Function`` subclasses, and
-    the Python operators that call them. ``Function`` is re-exported here because the
-    extension guide imports it as ``from tinytorch.core.tensor import Tensor, Function``.
+  * The sugar: Python operators, comparisons, reductions, shape and indexing methods and
+    the activation methods (``relu``, ``sigmoid``, ``tanh``, ``softmax``, ``log_softmax``),
+    each a thin call of a ``Function`` from ops.py or activation_ops.py; and the functional
+    forms ``concat``/``cat``, ``stack``, ``split``, ``where``, ``tensor``, ``zeros``,
+    ``ones``, ``randn``. ``Function`` is re-exported here because the extension guide
+    imports it as ``from tinytorch.core.tensor import Tensor, Function``.
+
+Import structure (no cycle): autograd <- ops, activation_ops <- tensor. This file builds on
+the others and, once the class exists, registers it with the engine
+(``@autograd.register_tensor_class``), which is how ``Function.apply`` makes Tensors without
+importing this module. Layers and the activation layers build on this file, never the
+other way round.
 
 The constructor copies its input (like ``torch.tensor``), so an optimizer updating a
 parameter in place never writes into the caller's array; ``Tensor.from_numpy(arr)``
@@ -22,10 +31,8 @@ Dtype rule (dtype=None): Python numbers and lists become float32; float16 and fl
 arrays keep their dtype; float64 arrays become float32 (NumPy's default float64 would
 otherwise silently double memory and time) unless ``dtype=np.float64`` is asked for;
 integer and bool arrays keep their dtype (labels, masks, token ids). Results of ops keep
-whatever dtype NumPy's promotion gives, so a float64 or float16 graph stays so.
-
-What it assumes: matmuls go through ``acceleration`` (never ``@`` on arrays here), so
-native kernels can be routed in without editing this file.
+whatever dtype NumPy's promotion gives, so a float64 or float16 graph stays so;
+activations of integer tensors are float32 (see activation_ops.py).
 """
 from __future__ import annotations
 
@@ -33,9 +40,13 @@ import operator
 
 import numpy as np
 
-from . import acceleration as _acc
 from . import autograd as _autograd
+from .activation_ops import (LogSoftmaxFunction, ReLUFunction, SigmoidFunction, SoftmaxFunction,
+                             TanhFunction)
 from .autograd import Function, no_grad, is_grad_enabled, gradcheck  # noqa: F401  (re-exports)
+from .ops import (Abs, Add, Cast, Clip, Concat, Div, Exp, GetItem, Log, MaskedFill, MatMul, MaxMin,
+                  Mean, Mul, Neg, Permute, Pow, Reshape, Sqrt, Stack, Sub, Sum, Var, Where)
+from .random import get_generator
 
 __all__ = ["Tensor", "Function", "no_grad", "is_grad_enabled", "gradcheck",
            "concat", "cat", "stack", "split", "where", "zeros", "ones", "randn", "tensor"]
@@ -60,6 +71,15 @@ def _as_array(data, dtype):
     return np.asarray(data, dtype=np.float32)
 
 
+def _comparison(op):
+    def compare(self, other):
+        return Tensor._make(np.asarray(op(self.data, other.data if isinstance(other, Tensor) else other)), False, None)
+    return compare
+
+
+# Registered once, here, as the class the engine unwraps and makes (see autograd.py):
+# that is how Function.apply returns Tensors without importing this module.
+@_autograd.register_tensor_class
 class Tensor:
     """An n-dimensional array that can record the operations applied to it."""
 
@@ -258,7 +278,13 @@ class Tensor:
     def matmul(self, other):
         return self.__matmul__(other)
 
-    # comparisons (__eq__, __lt__, ...) are attached below the class: bool result, no gradient
+    # comparisons: a bool tensor, no gradient
+    __eq__ = _comparison(np.equal)
+    __ne__ = _comparison(np.not_equal)
+    __lt__ = _comparison(np.less)
+    __le__ = _comparison(np.less_equal)
+    __gt__ = _comparison(np.greater)
+    __ge__ = _comparison(np.greater_equal)
 
     # ------------------------------------------------------------------ elementwise
     def exp(self):
@@ -281,24 +307,19 @@ class Tensor:
     clamp = clip
 
     def relu(self):
-        from .activations import relu
-        return relu(self)
+        return ReLUFunction.apply(self)
 
     def sigmoid(self):
-        from .activations import sigmoid
-        return sigmoid(self)
+        return SigmoidFunction.apply(self)
 
     def tanh(self):
-        from .activations import tanh
-        return tanh(self)
+        return TanhFunction.apply(self)
 
     def softmax(self, axis=-1):
-        from .activations import softmax
-        return softmax(self, axis)
+        return SoftmaxFunction.apply(self, axis=axis)
 
     def log_softmax(self, axis=-1):
-        from .activations import log_softmax
-        return log_softmax(self, axis)
+        return LogSoftmaxFunction.apply(self, axis=axis)
 
     # ------------------------------------------------------------------ reductions
     def sum(self, axis=None, keepdims=False):
@@ -391,17 +412,6 @@ class Tensor:
         return split(self, split_size_or_sections, axis)
 
 
-def _comparison(op):
-    def compare(self, other):
-        return Tensor._make(np.asarray(op(self.data, other.data if isinstance(other, Tensor) else other)), False, None)
-    return compare
-
-
-for _name, _op in [("__eq__", np.equal), ("__ne__", np.not_equal), ("__lt__", np.less),
-                   ("__le__", np.less_equal), ("__gt__", np.greater), ("__ge__", np.greater_equal)]:
-    setattr(Tensor, _name, _comparison(_op))
-
-
 def _norm_axis(axis, ndim):
     if axis is None:
         return None
@@ -427,309 +437,6 @@ def _unwrap_index(index):
     if isinstance(index, list):
         return np.asarray(index)
     return index
-
-
-def _is_basic_index(index):
-    items = index if isinstance(index, tuple) else (index,)
-    for i in items:
-        if not (i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer))):
-            return False
-    return True
-
-
-def _expand_reduced(g, axis, keepdims):
-    """Reshape a reduced gradient so it broadcasts against the input shape."""
-    if axis is not None and not keepdims:
-        g = np.expand_dims(g, axis)
-    return g
-
-
-# ============================================================================ Functions
-
-class Cast(Function):
-    def forward(self, a, dtype):
-        self.src = a.dtype
-        return a.astype(dtype)
-
-    def backward(self, g):
-        return g.astype(self.src)
-
-
-class Add(Function):
-    def forward(self, a, b):
-        return a + b
-
-    def backward(self, g):
-        return g, g
-
-
-class Sub(Function):
-    def forward(self, a, b):
-        return a - b
-
-    def backward(self, g):
-        return g, (-g if self.needs_input_grad[1] else None)
-
-
-class Mul(Function):
-    def forward(self, a, b):
-        need = self.needs_input_grad
-        if need[0]:
-            self.b = b
-        if need[1]:
-            self.a = a
-        return a * b
-
-    def backward(self, g):
-        need = self.needs_input_grad
-        return (g * self.b if need[0] else None), (g * self.a if need[1] else None)
-
-
-class Div(Function):
-    def forward(self, a, b):
-        self.a, self.b = a, b
-        return a / b
-
-    def backward(self, g):
-        need = self.needs_input_grad
-        ga = g / self.b if need[0] else None
-        # (a / b) / b, never b * b: b * b underflows to 0 (float32 b = 1e-23) and gives -inf
-        gb = -g * (self.a / self.b / self.b) if need[1] else None
-        return ga, gb
-
-
-class Pow(Function):
-    def forward(self, a, b):
-        self.a, self.b = a, b
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self.out = np.power(a, b)
-        return self.out
-
-    def backward(self, g):
-        a, b = self.a, self.b
-        need = self.needs_input_grad
-        ga = gb = None
-        # PyTorch's conventions at the edges: da is 0 where b == 0 (even at a == 0, where
-        # b * a**(b-1) is 0 * inf), db is 0 where a == 0 and b >= 0 (a**b * log(a) would be
-        # 0 * -inf); a < 0 still gives log(a) = nan, as in PyTorch.
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if need[0]:
-                if isinstance(b, (int, float)) and b == 2:
-                    ga = g * (2 * a)
-                elif isinstance(b, (int, float)) and b == 0:
-                    ga = np.zeros_like(g)
-                else:
-                    ga = g * np.where(b == 0, 0, b * np.power(a, b - 1))
-            if need[1]:
-                gb = g * np.where((a == 0) & (b >= 0), 0, self.out * np.log(a))
-        return ga, gb
-
-
-class Neg(Function):
-    def forward(self, a):
-        return -a
-
-    def backward(self, g):
-        return -g
-
-
-class MatMul(Function):
-    """a @ b with NumPy's rules (1-D promotion, batch broadcasting); all through acceleration."""
-
-    def forward(self, a, b):
-        if a.ndim == 0 or b.ndim == 0:
-            raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}")
-        ka = a.shape[-1]
-        kb = b.shape[-2] if b.ndim >= 2 else b.shape[0]
-        if ka != kb:
-            raise ValueError(f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({ka} != {kb})")
-        self.a, self.b = a, b
-        return _acc.matmul(a, b)
-
-    def backward(self, g):
-        # the one formula, in the door (transpose flags, size-0 safe); batch axes come back
-        # as broadcast and the engine sums them to each operand's shape
-        return _acc.matmul_backward(self.a, self.b, g, self.needs_input_grad)
-
-
-class Sum(Function):
-    def forward(self, a, axis, keepdims):
-        self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
-        return np.sum(a, axis=axis, keepdims=keepdims)
-
-    def backward(self, g):
-        return np.broadcast_to(_expand_reduced(g, self.axis, self.keepdims), self.shape)
-
-
-class Mean(Function):
-    def forward(self, a, axis, keepdims):
-        self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
-        n = a.size if axis is None else int(np.prod([a.shape[i] for i in axis]))
-        self.scale = 1.0 / n if n else float("nan")
-        return np.mean(a, axis=axis, keepdims=keepdims) if n else \
-            np.full(np.sum(a, axis=axis, keepdims=keepdims).shape, np.nan, dtype=a.dtype)
-
-    def backward(self, g):
-        g = _expand_reduced(g, self.axis, self.keepdims) * self.scale
-        return np.broadcast_to(g, self.shape)
-
-
-class MaxMin(Function):
-    """max/min over axes; the gradient is shared equally between tied extremes."""
-
-    def forward(self, a, axis, keepdims, use_max):
-        # like PyTorch: an empty *reduced* axis has no extreme; other size-0 axes are fine
-        if 0 in (a.shape if axis is None else [a.shape[i] for i in axis]):
-            raise ValueError(f"{'max' if use_max else 'min'}: reduction over an empty axis "
-                             f"(shape {a.shape}, axis {axis})")
-        out = np.max(a, axis=axis, keepdims=True) if use_max else np.min(a, axis=axis, keepdims=True)
-        self.mask = a == out
-        self.axis, self.keepdims = axis, keepdims
-        return out if keepdims else (out.reshape(()) if axis is None else np.squeeze(out, axis=axis))
-
-    def backward(self, g):
-        if not self.keepdims:
-            g = np.expand_dims(g, self.axis) if self.axis is not None else np.reshape(g, (1,) * self.mask.ndim)
-        count = self.mask.sum(axis=self.axis, keepdims=True)
-        return self.mask * (g / count)
-
-
-class Var(Function):
-    def forward(self, a, axis, keepdims, ddof):
-        self.axis, self.keepdims = axis, keepdims
-        n = a.size if axis is None else int(np.prod([a.shape[i] for i in axis]))
-        self.centered = a - np.mean(a, axis=axis, keepdims=True)
-        self.scale = 2.0 / (n - ddof) if n - ddof > 0 else float("nan")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.var(a, axis=axis, keepdims=keepdims, ddof=ddof)
-
-    def backward(self, g):
-        g = _expand_reduced(g, self.axis, self.keepdims)
-        return g * self.centered * self.scale
-
-
-class Exp(Function):
-    def forward(self, a):
-        self.out = np.exp(a)
-        return self.out
-
-    def backward(self, g):
-        return g * self.out
-
-
-class Log(Function):
-    def forward(self, a):
-        self.a = a
-        return np.log(a)
-
-    def backward(self, g):
-        return g / self.a
-
-
-class Sqrt(Function):
-    def forward(self, a):
-        self.out = np.sqrt(a)
-        return self.out
-
-    def backward(self, g):
-        return g / (2 * self.out)
-
-
-class Abs(Function):
-    def forward(self, a):
-        self.a = a
-        return np.abs(a)
-
-    def backward(self, g):
-        return g * np.sign(self.a)
-
-
-class Clip(Function):
-    def forward(self, a, lo, hi):
-        self.keep = np.ones(a.shape, dtype=bool)
-        if lo is not None:
-            self.keep &= a >= lo
-        if hi is not None:
-            self.keep &= a <= hi
-        return np.clip(a, lo, hi).astype(a.dtype, copy=False)
-
-    def backward(self, g):
-        return g * self.keep
-
-
-class Reshape(Function):
-    def forward(self, a, shape):
-        self.shape = a.shape
-        return a.reshape(shape)
-
-    def backward(self, g):
-        return g.reshape(self.shape)
-
-
-class Permute(Function):
-    def forward(self, a, perm):
-        self.inverse = tuple(np.argsort(perm))
-        return a.transpose(perm)
-
-    def backward(self, g):
-        return g.transpose(self.inverse)
-
-
-class GetItem(Function):
-    """Basic and integer-array indexing; the backward scatters (and adds duplicates)."""
-
-    def forward(self, a, index):
-        self.shape, self.dtype, self.index = a.shape, a.dtype, index
-        return a[index]
-
-    def backward(self, g):
-        out = np.zeros(self.shape, dtype=g.dtype)
-        if _is_basic_index(self.index):
-            out[self.index] = g
-        else:
-            np.add.at(out, self.index, g)
-        return out
-
-
-class Concat(Function):
-    def forward(self, *arrays, axis):
-        self.axis = axis
-        self.bounds = np.cumsum([x.shape[axis] for x in arrays])[:-1]
-        return np.concatenate(arrays, axis=axis)
-
-    def backward(self, g):
-        return tuple(np.split(g, self.bounds, axis=self.axis))
-
-
-class Stack(Function):
-    def forward(self, *arrays, axis):
-        self.axis = axis
-        return np.stack(arrays, axis=axis)
-
-    def backward(self, g):
-        return tuple(np.moveaxis(g, self.axis, 0))
-
-
-class MaskedFill(Function):
-    def forward(self, a, mask, value):
-        self.mask = mask
-        return np.where(mask, np.asarray(value, dtype=a.dtype), a)
-
-    def backward(self, g):
-        return np.where(self.mask, 0, g).astype(g.dtype, copy=False), None
-
-
-class Where(Function):
-    def forward(self, cond, a, b):
-        self.cond = cond
-        return np.where(cond, a, b)
-
-    def backward(self, g):
-        need = self.needs_input_grad
-        zero = np.zeros((), dtype=g.dtype)
-        return (None,
-                np.where(self.cond, g, zero) if need[1] else None,
-                np.where(self.cond, zero, g) if need[2] else None)
 
 
 # ============================================================================ functions
@@ -817,9 +524,5 @@ def ones(*shape, dtype=np.float32, requires_grad=False):
 
 def randn(*shape, dtype=np.float32, requires_grad=False):
     """Standard normal samples from the framework generator (see core.random)."""
-    from .random import get_generator
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     return Tensor(get_generator().standard_normal(shape).astype(dtype), requires_grad=requires_grad)
-
-
-_autograd._Tensor = Tensor

@@ -27,6 +27,7 @@ import numpy as np
 
 from . import random as tt_random
 from .autograd import no_grad
+from .optimizers import clip_grad_norm_
 from .tensor import Tensor
 
 __all__ = ["Trainer"]
@@ -107,7 +108,6 @@ class Trainer:
                 if p.grad is not None:
                     p.grad *= np.asarray(fix, dtype=p.grad.dtype)
         if self.grad_clip_norm is not None:
-            from .optimizers import clip_grad_norm_
             clip_grad_norm_(params, self.grad_clip_norm)
         self.optimizer.step()
         self.optimizer.zero_grad()

@@ -36,6 +36,7 @@ from .activations import gelu
 from .attention import MultiHeadAttention
 from .autograd import Function, no_grad
 from .embeddings import Embedding, PositionalEmbedding, check_token_ids
+from .kv_cache import generate_with_cache
 from .layers import Dropout, Layer, Linear, Parameter
 from .random import get_generator
 from .tensor import Tensor
@@ -114,8 +115,9 @@ class LinearBiasGELUFunction(Function):
         need = self.needs_input_grad
         g2 = g.reshape(-1, g.shape[-1])
         gh, gb = _acc.bias_gelu_backward(self.h, self.bias, g2)
-        gx = _acc.gemm(gh, self.weight, trans_b=True).reshape(self.lead + (self.weight.shape[0],)) if need[0] else None
-        gw = _acc.gemm(self.x2, gh, trans_a=True) if need[1] else None
+        gx, gw = _acc.matmul_backward(self.x2, self.weight, gh, need[:2])  # of h = x2 @ weight
+        if gx is not None:
+            gx = gx.reshape(self.lead + (self.weight.shape[0],))
         return gx, gw, (gb if need[2] else None)
 
 
@@ -285,7 +287,6 @@ class GPT(Layer):
         try:
             with no_grad():
                 if use_cache:
-                    from .kv_cache import generate_with_cache
                     out = generate_with_cache(self, out, int(max_new_tokens), sample)
                 else:
                     for _ in range(int(max_new_tokens)):

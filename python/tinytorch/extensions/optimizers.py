@@ -31,7 +31,7 @@ Fallback for other shapes (documented, since Muon is defined for matrices): para
 with more than two axes (convolution filters) are orthogonalised as (shape[0], rest)
 matrices; parameters with fewer than two axes (biases, norms, scalars) get an AdamW update
 (``fallback_lr``, ``fallback_betas``, ``fallback_eps``, the same ``weight_decay``), the usual
-companion of Muon for those parameters.
+companion of Muon for those parameters: the core's ``adam_update``, so exactly ``AdamW``'s.
 
 No native path: the GEMMs of the Newton-Schulz iteration go through
 ``core.acceleration.gemm``, so they run on the runtime's GEMM when it is routed there.
@@ -43,7 +43,7 @@ import math
 import numpy as np
 
 from ..core import acceleration as _acc
-from ..core.optimizers import Optimizer
+from ..core.optimizers import Optimizer, adam_update
 
 __all__ = ["Lion", "Muon", "newton_schulz_orthogonalize"]
 
@@ -134,8 +134,9 @@ class Muon(Optimizer):
 
     def _update(self, p, g, state):
         data = p.data
-        if data.ndim < 2:
-            return self._adamw_update(data, g, state)
+        if data.ndim < 2:  # the core's one Adam step, decoupled (AdamW), with the fallback settings
+            return adam_update(data, g, state, self.fallback_lr, self.fallback_betas, self.fallback_eps,
+                               self.weight_decay, decoupled=True)
         mu = self.momentum
         buf = state.get("momentum_buffer")
         if buf is None:
@@ -148,22 +149,3 @@ class Muon(Optimizer):
         if self.weight_decay:
             data *= 1.0 - self.lr * self.weight_decay
         data -= (self._lr_for(data.shape) * ortho).reshape(data.shape).astype(data.dtype, copy=False)
-
-    def _adamw_update(self, data, g, state):
-        b1, b2 = self.fallback_betas
-        lr = self.fallback_lr
-        m = state.get("exp_avg")
-        if m is None:
-            m = state["exp_avg"] = np.zeros_like(data)
-            state["exp_avg_sq"] = np.zeros_like(data)
-            state["step"] = 0
-        v = state["exp_avg_sq"]
-        t = state["step"] = state["step"] + 1
-        if self.weight_decay:
-            data *= 1.0 - lr * self.weight_decay
-        m *= b1
-        m += (1.0 - b1) * g
-        v *= b2
-        v += (1.0 - b2) * (g * g)
-        denom = np.sqrt(v / (1.0 - b2 ** t)) + self.fallback_eps
-        data -= (lr / (1.0 - b1 ** t)) * (m / denom)

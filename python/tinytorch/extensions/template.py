@@ -43,6 +43,7 @@ from ..core.tensor import Tensor
 
 __all__ = ["scaled_matmul", "ScaledMatmulFunction", "last_path"]
 
+
 def _gemm(a2: np.ndarray, b2: np.ndarray, alpha: float, trans_a: bool, trans_b: bool) -> np.ndarray:
     """alpha * op(a2) @ op(b2) for 2-D arrays: one native call, or NumPy."""
     m = a2.shape[1] if trans_a else a2.shape[0]
@@ -87,6 +88,9 @@ class ScaledMatmulFunction(Function):
         return out.reshape(lead + (b.shape[1],))
 
     def backward(self, grad_output):
+        # The door's matmul_backward has no alpha: calling it and scaling afterwards would
+        # cost the extra pass over each gradient that this file exists to remove. So the
+        # two GEMMs of the matmul backward are written here, each with alpha in the raw call.
         g2 = grad_output.reshape(_rows(self.lead), grad_output.shape[-1])
         need_a, need_b = self.needs_input_grad[0], self.needs_input_grad[1]
         grad_a = grad_b = None

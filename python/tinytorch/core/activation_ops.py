@@ -1,0 +1,154 @@
+"""Activation ops: the differentiable nonlinearities, as Functions on arrays.
+
+Each activation is one ``Function`` with its derivative (ReLU, Sigmoid, Tanh, GELU in
+both forms, SiLU, Softmax, LogSoftmax), plus ``erf``. This module knows neither the
+Tensor class nor layers, so both ``Tensor.relu()``/``.sigmoid()``/... (tensor.py) and the
+functional forms and layers of activations.py call these same Functions without either
+importing the other: autograd <- activation_ops <- tensor <- layers <- activations.
+
+Dtypes: an activation of an integer or boolean array is float32 (``promote_to_float``,
+the door's rule; PyTorch's ``torch.sigmoid`` of an int tensor is float too), never
+truncated integers. ReLU alone keeps integers, like ``torch.relu``. Floating input keeps
+its dtype.
+
+Numerics: every form stays finite for |x| = 1e4. Sigmoid and SiLU use the package's one
+stable sigmoid (``acceleration.stable_sigmoid``: ``exp`` only of non-positive values);
+softmax subtracts the row maximum; log-softmax is ``x - max - log(sum(exp(x - max)))``.
+
+GELU: the tanh approximation calls ``acceleration.bias_gelu`` / ``bias_gelu_backward``
+with no bias, which is where native kernels get routed in. The exact form is
+``x * Phi(x)``, ``Phi(x) = (1 + erf(x / sqrt(2))) / 2``; erf is computed in NumPy with a
+Chebyshev fit of erfc (fractional error below 1.2e-7 everywhere), since SciPy is not a
+dependency.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import acceleration as _acc
+from .autograd import Function
+
+__all__ = ["ReLUFunction", "SigmoidFunction", "TanhFunction", "GELUTanhFunction",
+           "GELUErfFunction", "SiLUFunction", "SoftmaxFunction", "LogSoftmaxFunction", "erf"]
+
+_INV_SQRT2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """Vectorised erf (float64 inside) via the erfc Chebyshev fit, |rel. error of erfc| < 1.2e-7."""
+    x = np.asarray(x)
+    z = np.abs(x.astype(np.float64))
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = -z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (
+        -0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (
+            -0.82215223 + t * 0.17087277))))))))
+    erfc = t * np.exp(poly)
+    out = np.where(x >= 0, 1.0 - erfc, erfc - 1.0)
+    return out.astype(x.dtype if x.dtype.kind == "f" else np.float64, copy=False)
+
+
+class ReLUFunction(Function):
+    def forward(self, x):
+        self.mask = x > 0
+        return np.maximum(x, 0).astype(x.dtype, copy=False)
+
+    def backward(self, g):
+        return g * self.mask
+
+
+class SigmoidFunction(Function):
+    def forward(self, x):
+        self.out = _acc.stable_sigmoid(x)
+        return self.out
+
+    def backward(self, g):
+        s = self.out
+        return g * s * (1 - s)
+
+
+class TanhFunction(Function):
+    def forward(self, x):
+        self.out = np.tanh(_acc.promote_to_float(x))
+        return self.out
+
+    def backward(self, g):
+        t = self.out
+        return g * (1 - t * t)
+
+
+class GELUTanhFunction(Function):
+    def forward(self, x):
+        self.x = x
+        return _acc.bias_gelu(x, None)
+
+    def backward(self, g):
+        gx, _ = _acc.bias_gelu_backward(self.x, None, g)
+        return gx
+
+
+class GELUErfFunction(Function):
+    def forward(self, x):
+        x = self.x = _acc.promote_to_float(x)
+        self.cdf = (0.5 * (1.0 + erf(x * _INV_SQRT2))).astype(x.dtype, copy=False)
+        return x * self.cdf
+
+    def backward(self, g):
+        x = self.x
+        with np.errstate(under="ignore"):
+            pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
+        return (g * (self.cdf + x * pdf)).astype(g.dtype, copy=False)
+
+
+class SiLUFunction(Function):
+    def forward(self, x):
+        x = self.x = _acc.promote_to_float(x)
+        self.s = _acc.stable_sigmoid(x)
+        return x * self.s
+
+    def backward(self, g):
+        s = self.s
+        return g * (s * (1 + self.x * (1 - s)))
+
+
+def _softmax_axis(x: np.ndarray, axis: int) -> int:
+    """The axis as a non-negative int, or a ValueError naming it and the shape."""
+    nd = x.ndim
+    if nd == 0:
+        raise ValueError("softmax: needs at least one dimension")
+    if not -nd <= axis < nd:
+        raise ValueError(f"softmax: axis {axis} is out of range for shape {x.shape}")
+    return axis % nd
+
+
+def _shift_by_max(x, axis):
+    """x minus its maximum along axis, so exp never overflows. A size-0 tensor has no
+    maximum to take (np.max raises) and nothing to shift: softmax of it is empty, as in PyTorch."""
+    return x - np.max(x, axis=axis, keepdims=True) if x.size else x.copy()
+
+
+class SoftmaxFunction(Function):
+    def forward(self, x, axis):
+        x = _acc.promote_to_float(x)
+        axis = self.axis = _softmax_axis(x, axis)
+        e = np.exp(_shift_by_max(x, axis))
+        self.out = e / np.sum(e, axis=axis, keepdims=True)
+        return self.out
+
+    def backward(self, g):
+        s = self.out
+        return s * (g - np.sum(g * s, axis=self.axis, keepdims=True))
+
+
+class LogSoftmaxFunction(Function):
+    def forward(self, x, axis):
+        x = _acc.promote_to_float(x)
+        axis = self.axis = _softmax_axis(x, axis)
+        shifted = _shift_by_max(x, axis)
+        with np.errstate(divide="ignore"):  # log(0) only for an empty axis (the sum is >= 1 otherwise)
+            out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+        self.out = out
+        return out
+
+    def backward(self, g):
+        return g - np.exp(self.out) * np.sum(g, axis=self.axis, keepdims=True)
