@@ -3,7 +3,9 @@
 #   1. ctest on a Release build of the runtime (C tests + an out-of-tree install consumer),
 #   2. ctest on an AddressSanitizer + UndefinedBehaviorSanitizer build,
 #   3. pytest on everything under tests/,
-#   4. the native-kernel tests again under every instruction set this CPU supports.
+#   4. the native-kernel tests again under every instruction set this CPU supports,
+#   5. the libFuzzer harnesses (tests/c/fuzz/run.sh: clang, ASan + UBSan; TT_FUZZ_SECONDS
+#      per harness, 60 by default; TT_SKIP_FUZZ=1 skips the stage).
 # Run it from the repository root: `bash tests/run_all.sh`. Any failure stops it with a
 # non-zero exit. Set TT_SKIP_INSTALL=1 to reuse an environment that is already set up.
 set -euo pipefail
@@ -17,6 +19,12 @@ if [ "${TT_SKIP_INSTALL:-0}" != "1" ]; then
   step "install the package (editable) with its test dependencies"
   "$PY" -m pip install --quiet -e ".[test]"
 fi
+# cmake, ctest and ninja come from the [test] extra (PyPI wheels): use the environment's own,
+# so a machine with Python but no system CMake runs this script as written.
+PATH="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')"):$PATH"
+for tool in cmake ctest ninja; do
+  command -v "$tool" > /dev/null || { echo "run_all.sh: $tool not found (pip install -e '.[test]')" >&2; exit 1; }
+done
 
 step "ctest: Release build"
 cmake -S . -B build/ctest-release -G Ninja -DCMAKE_BUILD_TYPE=Release > build-ctest-release.log 2>&1 \
@@ -68,6 +76,11 @@ for isa in $("$PY" -c "import tinytorch.native as n; i = n.info(); print(' '.joi
   step "pytest: native kernels with TINYTORCH_ISA=$isa"
   TINYTORCH_ISA=$isa run_pytest -q tests/native tests/extensions/test_simd_ops.py
 done
+
+if [ "${TT_SKIP_FUZZ:-0}" != "1" ]; then
+  step "fuzzing: libFuzzer harnesses (clang, address + undefined)"
+  JOBS="$JOBS" bash tests/c/fuzz/run.sh
+fi
 
 echo
 echo "all test stages passed"

@@ -240,6 +240,8 @@ TT_API tt_status tt_tensor_slice(const tt_tensor_t *t, int dim, int64_t start, i
 /* Free a descriptor (drops its storage reference). NULL is accepted and ignored. */
 TT_API tt_status tt_tensor_free(tt_tensor_t *t);
 
+/* 1 if the elements are laid out row-major without gaps; a tensor with no elements is
+ * always contiguous (its reshape needs no copy). */
 TT_API tt_status tt_tensor_is_contiguous(const tt_tensor_t *t, int *out);
 TT_API tt_status tt_tensor_ndim(const tt_tensor_t *t, int *out);
 TT_API tt_status tt_tensor_dtype(const tt_tensor_t *t, tt_dtype *out);

@@ -94,9 +94,12 @@ int64_t numel_of(const Tensor *t) {
 }
 
 bool is_contiguous(const Tensor *t) {
+    // A tensor with no elements is contiguous whatever its strides (as in PyTorch): its
+    // reshape needs no copy. Checked first, so the answer does not depend on where the 0 is.
+    for (int i = 0; i < t->ndim; ++i)
+        if (t->shape[i] == 0) return true;
     int64_t expect = 1;
     for (int i = t->ndim - 1; i >= 0; --i) {
-        if (t->shape[i] == 0) return true;
         if (t->shape[i] != 1 && t->strides[i] != expect) return false;
         expect *= t->shape[i];
     }

@@ -95,6 +95,9 @@ tt_status bias_gelu_check(const char *fn, const GeluBuffers &b, int64_t rows, in
     if (mul_overflows(rows, cols, &n) || mul_overflows(n, (int64_t)sizeof(float), &bytes))
         return fail(TT_ERR_OVERFLOW, "%s: rows=%lld x cols=%lld floats overflow int64 bytes", fn,
                     (long long)rows, (long long)cols);
+    /* grad_bias is written (zeroed) even when rows == 0, so it must not overlap bias then. */
+    if (b.grad_bias && b.bias && cols > 0 && ranges_overlap(b.grad_bias, cols, b.bias, cols))
+        return fail(TT_ERR_INVALID_ARGUMENT, "%s: grad_bias overlaps bias", fn);
     if (n == 0) return TT_OK;
     if (b.x == nullptr)
         return fail(TT_ERR_NULL_POINTER, "%s: x is NULL but rows x cols = %lld x %lld", fn,

@@ -306,6 +306,39 @@ static void test_gelu_overlap(void) {
     CHECK_OK(tt_bias_gelu_forward_reference(y_ref, NULL, y_ref, 2, 4));
     for (int i = 0; i < 8; ++i) CHECK(fabsf(y_fast[i] - y_ref[i]) < 1e-5f);
     CHECK_OK(tt_bias_gelu_backward(x, NULL, x, x, gb, 2, 4));
+    /* with rows == 0, grad_bias is still written: it may not overlap bias (fuzzing found it) */
+    float bias[3] = {1, 2, 3};
+    CHECK_FAILS(tt_bias_gelu_backward(NULL, bias, NULL, NULL, bias, 0, 3), TT_ERR_INVALID_ARGUMENT,
+                "grad_bias overlaps bias");
+    CHECK_FAILS(tt_bias_gelu_backward_reference(NULL, bias, NULL, NULL, bias, 0, 3),
+                TT_ERR_INVALID_ARGUMENT, "grad_bias overlaps bias");
+    CHECK(bias[0] == 1 && bias[2] == 3);
+}
+
+/* An empty tensor is contiguous wherever its 0 is, so its reshape never needs a copy. */
+static void test_empty_is_contiguous(void) {
+    int64_t shape[2] = {0, 4}, flat[1] = {0}, rev[2] = {2, 0}, zero_strides[2] = {0, 0};
+    tt_tensor_t *t = NULL, *s = NULL, *r = NULL, *v = NULL;
+    int contig = -1;
+    CHECK_OK(tt_tensor_create(TT_F32, 2, shape, &t));
+    CHECK_OK(tt_tensor_slice(t, 1, 0, 4, 2, &s)); /* [0, 2], strides [4, 2] */
+    CHECK_OK(tt_tensor_is_contiguous(s, &contig));
+    CHECK(contig == 1);
+    CHECK_OK(tt_tensor_reshape(s, 1, flat, &r));
+    tt_storage_t *st = NULL;
+    CHECK_OK(tt_tensor_storage(t, &st));
+    int64_t shape_a[2] = {0, 2};
+    CHECK_OK(tt_tensor_from_storage(st, TT_F32, 2, shape_a, zero_strides, 0, &v));
+    CHECK_OK(tt_tensor_is_contiguous(v, &contig));
+    CHECK(contig == 1);
+    CHECK_OK(tt_tensor_free(v));
+    CHECK_OK(tt_tensor_from_storage(st, TT_F32, 2, rev, zero_strides, 0, &v));
+    CHECK_OK(tt_tensor_is_contiguous(v, &contig));
+    CHECK(contig == 1);
+    CHECK_OK(tt_tensor_free(v));
+    CHECK_OK(tt_tensor_free(r));
+    CHECK_OK(tt_tensor_free(s));
+    CHECK_OK(tt_tensor_free(t));
 }
 
 int main(void) {
@@ -320,5 +353,6 @@ int main(void) {
     test_stale_handles();
     test_borrowed_storage();
     test_gelu_overlap();
+    test_empty_is_contiguous();
     TT_TEST_MAIN_END;
 }
