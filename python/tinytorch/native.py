@@ -42,8 +42,8 @@ def info() -> dict:
 
 
 def set_isa(name: str) -> None:
-    """Force the kernels onto one instruction set: 'scalar', 'avx2', 'avx512' or 'neon'.
-    Raises RuntimeError if this CPU or build lacks it (it is never executed)."""
+    """Force the kernels onto one instruction set ``name``: 'scalar', 'avx2', 'avx512' or
+    'neon'. Raises RuntimeError if this CPU or build lacks it (it is never executed)."""
     _native.set_isa(name)
     from . import backends
     backends.refresh()  # the cpu:<isa> entries' probes depend on the active ISA
@@ -60,6 +60,8 @@ def memory_stats() -> dict:
 
 
 def reset_peak_memory() -> None:
+    """Reset the runtime's ``peak_bytes`` counter to the bytes in use now (the profiler calls
+    this before a measured pass). RuntimeError when the library is not loaded."""
     _native.require().tt_memory_reset_peak()
 
 

@@ -13,7 +13,7 @@ from tinytorch.core.autograd import no_grad
 from tinytorch.core.layers import Dropout, Layer, Linear, Sequential
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import checkpoint, checkpoint_sequential, scaled_matmul
-from tinytorch.extensions.checkpoint import CheckpointFunction
+from tinytorch.extensions.activation_checkpoint import CheckpointFunction
 from tinytorch.core.acceleration import use_native
 from tinytorch.extensions.template import last_path
 

@@ -38,6 +38,18 @@ __all__ = ["Backend", "register", "unregister", "registered", "routes", "status"
 
 @dataclass(frozen=True)
 class Backend:
+    """One registered back end (made by ``register``; see the module docstring).
+
+    Args:
+        name: registry name, e.g. "cpu:avx2".
+        probe: ``probe() -> (usable now, why)``; never raises.
+        ops: op name -> implementation taking the door's arguments (or returning
+            NotImplemented to decline a call).
+        priority: higher is tried first; NumPy is 0.
+        native: False only for the NumPy fallback; ``use_native(False)`` skips the others.
+        description: one line for ``tinytorch info``.
+    """
+
     name: str
     probe: Callable[[], tuple]
     ops: dict = field(default_factory=dict)
@@ -53,7 +65,17 @@ _routes: dict[str, tuple] = {}
 
 def register(name: str, *, probe, ops=None, priority: int = 0, native: bool = True,
              description: str = "") -> Backend:
-    """Add a back end (see the module docstring). A name may be registered once."""
+    """Add a back end (see the module docstring) and return its ``Backend``. A name may be
+    registered once (ValueError otherwise).
+
+    Args:
+        name: registry name ("cpu:avx2", "numpy", ...).
+        probe: ``probe() -> (usable: bool, detail: str)``, cached until ``refresh()``.
+        ops: dict op name ("gemm", "matmul", "bias_gelu", ...) -> implementation.
+        priority: higher is tried first.
+        native: True for anything but the NumPy fallback (``use_native(False)`` skips it).
+        description: one line shown by ``tinytorch info``.
+    """
     if name in _registry:
         raise ValueError(f"register: a back end named {name!r} is already registered")
     backend = Backend(name, probe, dict(ops or {}), priority, native, description)
@@ -63,6 +85,7 @@ def register(name: str, *, probe, ops=None, priority: int = 0, native: bool = Tr
 
 
 def unregister(name: str) -> None:
+    """Remove the back end registered as ``name`` (KeyError if none) and forget the routes."""
     if _registry.pop(name, None) is None:
         raise KeyError(f"unregister: no back end named {name!r}")
     refresh()
@@ -80,7 +103,8 @@ def registered() -> list[Backend]:
 
 
 def status(name: str) -> tuple:
-    """(usable now, detail) of one back end; a probe that raises counts as unusable."""
+    """(usable now, detail) of the back end registered as ``name``, probed once and cached;
+    a probe that raises counts as unusable."""
     if name not in _probed:
         try:
             ok, detail = _registry[name].probe()
@@ -91,7 +115,9 @@ def status(name: str) -> tuple:
 
 
 def routes(op: str) -> tuple:
-    """The implementations of `op` that may run now, in the order the door tries them."""
+    """The implementations of ``op`` (e.g. "matmul") that may run now, in the order the door
+    tries them: usable back ends serving it, highest priority first, native ones only while
+    enabled."""
     found = _routes.get(op)
     if found is None:
         found = _routes[op] = tuple(
@@ -121,7 +147,7 @@ _native_enabled = os.environ.get("TINYTORCH_DISABLE_NATIVE", "").strip().lower()
 
 
 def set_native_enabled(enabled: bool) -> None:
-    """Allow (True) or forbid (False) every native back end, process-wide."""
+    """Allow (``enabled=True``) or forbid (False) every native back end, process-wide."""
     global _native_enabled
     _native_enabled = bool(enabled)
     _routes.clear()
@@ -134,7 +160,9 @@ def native_enabled() -> bool:
 
 @contextmanager
 def use_native(enabled: bool = True):
-    """``with use_native(False):`` runs the NumPy path everywhere (parity tests, benchmarks)."""
+    """``with use_native(False):`` runs the NumPy path everywhere (parity tests, benchmarks);
+    ``enabled=True`` allows native back ends inside the block. The previous setting is
+    restored on exit."""
     previous = _native_enabled
     set_native_enabled(enabled)
     try:

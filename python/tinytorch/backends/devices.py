@@ -17,6 +17,8 @@ from . import register
 
 
 def cuda() -> tuple[bool, str]:
+    """Probe for an NVIDIA GPU: (True, "<n> CUDA device(s)") when the driver library loads,
+    initialises and reports a device; otherwise (False, why)."""
     names = ["nvcuda.dll"] if sys.platform == "win32" else ["libcuda.so.1", "libcuda.so"]
     for name in names:
         try:
@@ -36,6 +38,8 @@ def cuda() -> tuple[bool, str]:
 
 
 def triton() -> tuple[bool, str]:
+    """Probe for Triton: the package is installed (found without importing it) and ``cuda()``
+    finds a GPU; returns (usable, why)."""
     if importlib.util.find_spec("triton") is None:
         return False, "the triton package is not installed (pip install triton)"
     gpu, why = cuda()
@@ -46,6 +50,8 @@ def triton() -> tuple[bool, str]:
 
 
 def mps() -> tuple[bool, str]:
+    """Probe for Apple Metal: macOS, the runtime loaded and built with Metal, and a device
+    that ``tt_mps_available()`` accepts; returns (usable, why)."""
     if sys.platform != "darwin":
         return False, f"Apple Metal exists only on macOS (this is {sys.platform})"
     if not _native.available():

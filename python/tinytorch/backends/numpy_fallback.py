@@ -38,12 +38,17 @@ def stable_sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 def promote_to_float(x) -> np.ndarray:
-    """Activations of integer or boolean arrays are float32, never truncated integers."""
+    """``x`` as an array, with integer or boolean input converted to float32 (activations of
+    integers are never truncated integers); floating and complex input is returned as is."""
     x = np.asarray(x)
     return x if x.dtype.kind in "fc" else x.astype(np.float32)
 
 
 def gemm(a, b, trans_a, trans_b, alpha, beta, out, any_size=False):
+    """alpha op(a) @ op(b) + beta out in NumPy, for any dtype (the door's ``gemm``: ``a``,
+    ``b`` 2-D, op a transpose when ``trans_a``/``trans_b``, ``alpha``/``beta`` scalars,
+    ``out`` the optional accumulator and result). ``any_size`` is ignored: NumPy serves
+    every size."""
     record_path("numpy")
     a2 = a.T if trans_a else a
     b2 = b.T if trans_b else b
@@ -62,12 +67,14 @@ def gemm(a, b, trans_a, trans_b, alpha, beta, out, any_size=False):
 
 
 def matmul(a, b, any_size=False):
+    """``np.matmul(a, b)`` (the door's ``matmul``); ``any_size`` is ignored."""
     record_path("numpy")
     return np.matmul(a, b)
 
 
 def bias_gelu(x, bias, any_size=False):
-    """gelu_tanh(x + bias), bias broadcast over the last axis (None means no bias)."""
+    """gelu_tanh(x + bias), bias broadcast over the last axis (None means no bias), in the
+    overflow-free sigmoid form. ``any_size`` is ignored."""
     x = promote_to_float(x)
     u = x if bias is None else x + bias
     record_path("numpy")
@@ -81,7 +88,8 @@ def bias_gelu(x, bias, any_size=False):
 
 
 def bias_gelu_backward(x, bias, grad, any_size=False):
-    """Gradients of gelu_tanh(x + bias): (grad * gelu'(u), sum of that over leading axes)."""
+    """Gradients of gelu_tanh(x + bias): (grad * gelu'(u), sum of that over leading axes;
+    None when ``bias`` is None). ``any_size`` is ignored."""
     x = promote_to_float(x)
     u = x if bias is None else x + bias
     record_path("numpy")

@@ -71,7 +71,10 @@ def native_available() -> bool:
 
 
 def check_status(status: int, what: str) -> None:
-    """Raise the exception matching a non-OK tt_status, with the runtime's message."""
+    """Raise the exception matching a non-OK tt_status, with the runtime's message.
+
+    ``status`` is the int a runtime call returned (0 is OK and returns quietly); ``what``
+    names the operation in the message."""
     if status != 0:
         _native.check(status, what)
 
@@ -93,7 +96,12 @@ def gemm(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = Fa
          alpha: float = 1.0, beta: float = 0.0, out: np.ndarray | None = None,
          any_size: bool = False) -> np.ndarray:
     """alpha op(a) @ op(b) + beta out for 2-D arrays, op = transpose when asked (no copy
-    is made). beta != 0 needs out, which is both read and written."""
+    is made). beta != 0 needs out, which is both read and written.
+
+    ``trans_a`` / ``trans_b`` use a^T / b^T in place of a / b, so op(a) is (M, K) and
+    op(b) is (K, N); ``out`` (M, N), when given, receives the result. ``any_size=True``
+    sends even tiny float32 problems to the native kernel (by default they stay in NumPy,
+    where the ctypes call would cost more than it saves)."""
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm: a and b must be 2-D, got shapes {a.shape} and {b.shape}")
     m, k = (a.shape[1], a.shape[0]) if trans_a else a.shape
@@ -106,7 +114,7 @@ def gemm(a: np.ndarray, b: np.ndarray, trans_a: bool = False, trans_b: bool = Fa
 
 
 def matmul(a: np.ndarray, b: np.ndarray, any_size: bool = False) -> np.ndarray:
-    """a @ b with NumPy's batching and 1-D promotion rules."""
+    """a @ b with NumPy's batching and 1-D promotion rules. ``any_size`` as in ``gemm``."""
     return _route("matmul", a, b, any_size)
 
 
@@ -115,7 +123,8 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad: np.ndarray, need=(True, 
     """Gradients of ``a @ b`` (NumPy rules) given the gradient of the result:
     (grad @ b^T, a^T @ grad), None where ``need`` says False. Transposes reach the GEMM
     as flags, never as copies. A 1-D operand's gradient has its shape; batch axes are
-    left as broadcast (the autograd engine sums them to each operand's shape)."""
+    left as broadcast (the autograd engine sums them to each operand's shape).
+    ``need`` is a pair of bools for (a, b); ``any_size`` as in ``gemm``."""
     a2 = a[None, :] if a.ndim == 1 else a
     b2 = b[:, None] if b.ndim == 1 else b
     g = grad
@@ -154,11 +163,17 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad: np.ndarray, need=(True, 
 
 
 def bias_gelu(x: np.ndarray, bias: np.ndarray | None, any_size: bool = False) -> np.ndarray:
-    """gelu_tanh(x + bias), bias broadcast over the last axis (None means no bias)."""
+    """gelu_tanh(x + bias), bias broadcast over the last axis (None means no bias).
+
+    ``x`` is (..., D), ``bias`` (D,) or None; integer ``x`` gives float32. ``any_size``
+    as in ``gemm``."""
     return _route("bias_gelu", promote_to_float(x), bias, any_size)
 
 
 def bias_gelu_backward(x: np.ndarray, bias: np.ndarray | None, grad: np.ndarray,
                        any_size: bool = False):
-    """Gradients of gelu_tanh(x + bias): (grad * gelu'(u), sum of that over leading axes)."""
+    """Gradients of gelu_tanh(x + bias): (grad * gelu'(u), sum of that over leading axes).
+
+    ``grad`` is the gradient of the output (x's shape); the bias gradient is None when
+    ``bias`` is None. ``any_size`` as in ``gemm``."""
     return _route("bias_gelu_backward", promote_to_float(x), bias, grad, any_size)

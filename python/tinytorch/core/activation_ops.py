@@ -36,7 +36,8 @@ _INV_SQRT_2PI = 0.3989422804014327
 
 
 def erf(x: np.ndarray) -> np.ndarray:
-    """Vectorised erf (float64 inside) via the erfc Chebyshev fit, |rel. error of erfc| < 1.2e-7."""
+    """Elementwise error function of the array ``x`` (float64 inside) via a Chebyshev fit
+    of erfc, |rel. error of erfc| < 1.2e-7. Returns x's dtype for floating x, else float64."""
     x = np.asarray(x)
     z = np.abs(x.astype(np.float64))
     t = 1.0 / (1.0 + 0.5 * z)
@@ -49,51 +50,72 @@ def erf(x: np.ndarray) -> np.ndarray:
 
 
 class ReLUFunction(Function):
+    """``max(x, 0)``; keeps x's dtype (integers too, like ``torch.relu``)."""
+
     def forward(self, x):
+        """``max(x, 0)`` elementwise for the array ``x``."""
         self.mask = x > 0
         return np.maximum(x, 0).astype(x.dtype, copy=False)
 
     def backward(self, g):
+        """``g`` where x > 0, 0 elsewhere (0 at x == 0)."""
         return g * self.mask
 
 
 class SigmoidFunction(Function):
+    """``1 / (1 + exp(-x))`` through the stable sigmoid; integer input gives float32."""
+
     def forward(self, x):
+        """The sigmoid of the array ``x`` (``exp`` only of non-positive values)."""
         self.out = _acc.stable_sigmoid(x)
         return self.out
 
     def backward(self, g):
+        """``g * s * (1 - s)`` with s the saved output."""
         s = self.out
         return g * s * (1 - s)
 
 
 class TanhFunction(Function):
+    """Hyperbolic tangent; integer input gives float32."""
+
     def forward(self, x):
+        """``np.tanh(x)`` for the array ``x``."""
         self.out = np.tanh(_acc.promote_to_float(x))
         return self.out
 
     def backward(self, g):
+        """``g * (1 - tanh(x)**2)``."""
         t = self.out
         return g * (1 - t * t)
 
 
 class GELUTanhFunction(Function):
+    """GELU, tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``, through
+    ``acceleration.bias_gelu`` (the door native kernels are routed through)."""
+
     def forward(self, x):
+        """GELU of the array ``x`` (``bias_gelu`` with no bias)."""
         self.x = x
         return _acc.bias_gelu(x, None)
 
     def backward(self, g):
+        """``g * GELU'(x)`` from ``bias_gelu_backward``."""
         gx, _ = _acc.bias_gelu_backward(self.x, None, g)
         return gx
 
 
 class GELUErfFunction(Function):
+    """Exact GELU ``x * Phi(x)``, ``Phi`` the standard normal CDF (via ``erf``)."""
+
     def forward(self, x):
+        """``x * Phi(x)`` for the array ``x``; integer input gives float32."""
         x = self.x = _acc.promote_to_float(x)
         self.cdf = (0.5 * (1.0 + erf(x * _INV_SQRT2))).astype(x.dtype, copy=False)
         return x * self.cdf
 
     def backward(self, g):
+        """``g * (Phi(x) + x * phi(x))``, phi the standard normal density."""
         x = self.x
         with np.errstate(under="ignore"):
             pdf = _INV_SQRT_2PI * np.exp(-0.5 * x * x)
@@ -101,12 +123,16 @@ class GELUErfFunction(Function):
 
 
 class SiLUFunction(Function):
+    """SiLU (swish) ``x * sigmoid(x)``; integer input gives float32."""
+
     def forward(self, x):
+        """``x * sigmoid(x)`` for the array ``x``, with the stable sigmoid."""
         x = self.x = _acc.promote_to_float(x)
         self.s = _acc.stable_sigmoid(x)
         return x * self.s
 
     def backward(self, g):
+        """``g * s * (1 + x (1 - s))`` with s = sigmoid(x)."""
         s = self.s
         return g * (s * (1 + self.x * (1 - s)))
 
@@ -128,7 +154,11 @@ def _shift_by_max(x, axis):
 
 
 class SoftmaxFunction(Function):
+    """Softmax along one axis, shifted by the maximum so ``exp`` never overflows."""
+
     def forward(self, x, axis):
+        """``exp(x) / sum(exp(x))`` along the int ``axis`` (negative counts from the end);
+        ValueError for a 0-d x or an axis out of range."""
         x = _acc.promote_to_float(x)
         axis = self.axis = _softmax_axis(x, axis)
         e = np.exp(_shift_by_max(x, axis))
@@ -136,12 +166,16 @@ class SoftmaxFunction(Function):
         return self.out
 
     def backward(self, g):
+        """``s * (g - sum(g * s))`` along the axis, s the saved softmax."""
         s = self.out
         return s * (g - np.sum(g * s, axis=self.axis, keepdims=True))
 
 
 class LogSoftmaxFunction(Function):
+    """``log(softmax(x))`` along one axis, as ``x - max - log(sum(exp(x - max)))``."""
+
     def forward(self, x, axis):
+        """Log-softmax of the array ``x`` along the int ``axis`` (negative from the end)."""
         x = _acc.promote_to_float(x)
         axis = self.axis = _softmax_axis(x, axis)
         shifted = _shift_by_max(x, axis)
@@ -151,4 +185,5 @@ class LogSoftmaxFunction(Function):
         return out
 
     def backward(self, g):
+        """``g - softmax(x) * sum(g)`` along the axis."""
         return g - np.exp(self.out) * np.sum(g, axis=self.axis, keepdims=True)

@@ -27,18 +27,32 @@ def _t(x):
 
 
 def relu(x):
+    """``max(x, 0)`` elementwise. ``x``: a Tensor (or anything ``Tensor()`` accepts) of any
+    shape; returns a Tensor of the same shape and dtype."""
     return ReLUFunction.apply(_t(x))
 
 
 def sigmoid(x):
+    """``1 / (1 + exp(-x))`` elementwise, computed stably. ``x``: a Tensor or array-like;
+    integer input gives float32."""
     return SigmoidFunction.apply(_t(x))
 
 
 def tanh(x):
+    """Hyperbolic tangent of ``x`` (Tensor or array-like) elementwise; integer input gives
+    float32."""
     return TanhFunction.apply(_t(x))
 
 
 def gelu(x, approximate: str = "tanh"):
+    """GELU of ``x`` (Tensor or array-like) elementwise.
+
+    Args:
+        x: input of any shape; integer input gives float32.
+        approximate: ``"tanh"`` (default; the fused-kernel form
+            ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``) or ``"none"`` (exact,
+            ``x * Phi(x)``). Note that PyTorch's default is ``"none"``.
+    """
     if approximate == "tanh":
         return GELUTanhFunction.apply(_t(x))
     if approximate == "none":
@@ -47,61 +61,101 @@ def gelu(x, approximate: str = "tanh"):
 
 
 def silu(x):
+    """SiLU / swish ``x * sigmoid(x)`` of ``x`` (Tensor or array-like) elementwise."""
     return SiLUFunction.apply(_t(x))
 
 
 def softmax(x, axis: int = -1):
+    """Softmax of ``x`` (Tensor or array-like, at least 1-D) along ``axis``: the entries
+    along it are positive and sum to 1."""
     return SoftmaxFunction.apply(_t(x), axis=axis)
 
 
 def log_softmax(x, axis: int = -1):
+    """``log(softmax(x))`` along ``axis``, computed stably (no log of a rounded-to-zero
+    probability). ``x``: a Tensor or array-like, at least 1-D."""
     return LogSoftmaxFunction.apply(_t(x), axis=axis)
 
 
 class ReLU(Layer):
+    """Layer form of ``relu``: ``max(x, 0)`` elementwise, any shape."""
+
     def forward(self, x):
+        """``relu(x)`` for a Tensor ``x`` of any shape."""
         return relu(x)
 
 
 class Sigmoid(Layer):
+    """Layer form of ``sigmoid``, elementwise, any shape."""
+
     def forward(self, x):
+        """``sigmoid(x)`` for a Tensor ``x`` of any shape."""
         return sigmoid(x)
 
 
 class Tanh(Layer):
+    """Layer form of ``tanh``, elementwise, any shape."""
+
     def forward(self, x):
+        """``tanh(x)`` for a Tensor ``x`` of any shape."""
         return tanh(x)
 
 
 class GELU(Layer):
+    """Layer form of ``gelu``, elementwise, any shape.
+
+    Args:
+        approximate: ``"tanh"`` (default, the fused-kernel form) or ``"none"`` (exact erf
+            form; PyTorch's default).
+    """
+
     def __init__(self, approximate: str = "tanh"):
         if approximate not in ("tanh", "none"):
             raise ValueError(f"GELU: approximate must be 'tanh' or 'none', got {approximate!r}")
         self.approximate = approximate
 
     def forward(self, x):
+        """``gelu(x, approximate)`` for a Tensor ``x`` of any shape."""
         return gelu(x, self.approximate)
 
     def extra_repr(self):
+        """``approximate='tanh'`` (or ``'none'``), shown in repr()."""
         return f"approximate={self.approximate!r}"
 
 
 class SiLU(Layer):
+    """Layer form of ``silu`` (``x * sigmoid(x)``), elementwise, any shape."""
+
     def forward(self, x):
+        """``silu(x)`` for a Tensor ``x`` of any shape."""
         return silu(x)
 
 
 class Softmax(Layer):
+    """Layer form of ``softmax``.
+
+    Args:
+        axis: the axis that sums to 1 (PyTorch's ``dim``); default the last.
+    """
+
     def __init__(self, axis: int = -1):
         self.axis = axis
 
     def forward(self, x):
+        """``softmax(x, axis)`` for a Tensor ``x`` with at least one dimension."""
         return softmax(x, self.axis)
 
 
 class LogSoftmax(Layer):
+    """Layer form of ``log_softmax``.
+
+    Args:
+        axis: the axis to normalise over (PyTorch's ``dim``); default the last.
+    """
+
     def __init__(self, axis: int = -1):
         self.axis = axis
 
     def forward(self, x):
+        """``log_softmax(x, axis)`` for a Tensor ``x`` with at least one dimension."""
         return log_softmax(x, self.axis)

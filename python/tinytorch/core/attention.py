@@ -43,8 +43,9 @@ __all__ = ["scaled_dot_product_attention", "ScaledDotProductAttention", "causal_
 
 
 def stable_softmax(scores: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Softmax that tolerates +-large and -inf scores; an all -inf row becomes zeros, and so
-    does attention over zero keys (an empty softmax axis), as in PyTorch."""
+    """Softmax of the array ``scores`` along ``axis`` that tolerates +-large and -inf
+    scores; an all -inf row becomes zeros, and so does attention over zero keys (an empty
+    softmax axis), as in PyTorch."""
     m = np.max(scores, axis=axis, keepdims=True, initial=-np.inf)  # initial: zero keys give zeros
     m = np.where(np.isfinite(m), m, 0.0).astype(scores.dtype, copy=False)
     e = np.exp(scores - m)
@@ -72,6 +73,12 @@ class ScaledDotProductAttention(Function):
     """The whole of softmax(q k^T s + mask) v as one differentiable operation."""
 
     def forward(self, q, k, v, mask, causal, scale, dropout_p):
+        """Arrays q [..., L, d], k [..., S, d], v [..., S, dv] -> [..., L, dv].
+
+        ``mask``: None, bool (True = may attend) or float (added), broadcastable to
+        [..., L, S]; ``causal``: bool, top-left triangle; ``scale``: float multiplying the
+        scores; ``dropout_p``: probability of dropping an attention weight (0 = none).
+        """
         scores = _acc.matmul(q, _swap(k))
         scores *= np.asarray(scale, dtype=scores.dtype)
         if mask is not None:
@@ -94,6 +101,8 @@ class ScaledDotProductAttention(Function):
         return _acc.matmul(p_used, v)
 
     def backward(self, grad_output):
+        """(dq, dk, dv) from ``grad_output`` [..., L, dv] through the saved probabilities;
+        None for mask and the other non-tensor inputs."""
         need = self.needs_input_grad
         p, scale = self.p, self.scale
         dq = dk = dv = None
@@ -125,6 +134,16 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal: bool = False, scale
     """softmax(q k^T / sqrt(d) + mask) v for q [..., L, d], k [..., S, d], v [..., S, dv].
 
     Tensors in give a Tensor out (differentiable in q, k, v); arrays in give an array out.
+    Batch dims (usually [batch, heads]) broadcast; the result is [..., L, dv].
+
+    Args:
+        q, k, v: queries, keys and values (Tensors or float arrays).
+        mask: None, a bool mask (True where a query MAY attend, PyTorch's SDPA convention)
+            or a float mask added to the scores; broadcastable to [..., L, S].
+        causal: query i sees keys 0..i only (top-left aligned, PyTorch's ``is_causal``).
+        scale: multiplies q k^T; default 1/sqrt(d).
+        dropout_p: probability in [0, 1) of dropping each attention weight (pass 0.0 in
+            evaluation; masks come from the framework generator).
     """
     arrays_in = not isinstance(q, Tensor)
     q, k, v = _as_tensor(q, "q"), _as_tensor(k, "k"), _as_tensor(v, "v")
@@ -157,7 +176,15 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal: bool = False, scale
 
 
 class MultiHeadAttention(Layer):
-    """Multi-head attention with separate q/k/v/out projections (all ``Linear``)."""
+    """Multi-head attention with separate q/k/v/out projections (all ``Linear``), batch-first
+    like ``nn.MultiheadAttention(batch_first=True)``.
+
+    Args:
+        embed_dim: model width E; input and output are [batch, seq, E].
+        num_heads: number of heads; must divide embed_dim (head_dim = E // num_heads).
+        bias: whether the four projections have a bias.
+        dropout: dropout probability on the attention weights (training mode only).
+    """
 
     def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
         if not isinstance(embed_dim, (int, np.integer)) or embed_dim < 1:
@@ -207,7 +234,19 @@ class MultiHeadAttention(Layer):
     def forward(self, query, key=None, value=None, attn_mask=None, key_padding_mask=None,
                 causal: bool = False, need_weights: bool = False, kv_cache=None):
         """query [B, L, E]; key/value default to query (self-attention). Returns [B, L, E]
-        (and the head-averaged attention weights [B, L, S] when ``need_weights``)."""
+        (and the head-averaged attention weights [B, L, S] when ``need_weights``).
+
+        Args:
+            query, key, value: Tensors [B, L, E] and [B, S, E]; value defaults to key.
+            attn_mask: [L, S] or [B, H, L, S]; bool True means "may NOT attend" (PyTorch's
+                ``nn.MultiheadAttention`` convention, the opposite of SDPA's); float adds.
+            key_padding_mask: [B, S]; bool True marks padding keys to ignore.
+            causal: each query attends only to keys at or before its position (with a
+                cache, relative to the cached length).
+            need_weights: also return the head-averaged weights (no gradient through them).
+            kv_cache: a ``LayerKVCache``; this call's keys/values are appended and the
+                queries attend over everything cached.
+        """
         if not isinstance(query, Tensor):
             query = Tensor(query)
         key = query if key is None else (key if isinstance(key, Tensor) else Tensor(key))
@@ -260,6 +299,7 @@ class MultiHeadAttention(Layer):
         return out, Tensor(weights, dtype=weights.dtype)
 
     def extra_repr(self):
+        """``embed_dim=..., num_heads=...`` for repr()."""
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
 
 

@@ -94,7 +94,12 @@ def is_grad_enabled() -> bool:
 
 
 class set_grad_enabled:
-    """Context manager (and decorator) that turns recording on or off."""
+    """Context manager (and decorator) that turns recording on or off.
+
+    Args:
+        mode: True records operations for backward inside the block (or the decorated
+            function), False does not; the previous mode is restored on exit.
+    """
 
     def __init__(self, mode: bool):
         self.mode = bool(mode)
@@ -160,13 +165,24 @@ class Function:
     __slots__ = ("parents", "needs_input_grad", "_released", "_epoch", "__dict__", "__weakref__")
 
     def forward(self, *arrays, **params):
+        """Compute the output: NumPy arrays (the Tensor arguments of ``apply``, unwrapped;
+        other arguments as given) and keyword ``params`` in, one NumPy array out. Save on
+        ``self`` whatever ``backward`` needs. Subclasses define this."""
         raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
 
     def backward(self, grad_output):
+        """Given ``grad_output`` (d loss / d output, an array of the output's shape), return
+        one gradient per positional input of ``forward``: an array of that input's shape
+        or of the output's (the engine sums broadcast axes), or None for no gradient. A
+        single input may return a bare array. Subclasses define this."""
         raise NotImplementedError(f"{type(self).__name__}.backward is not defined")
 
     @classmethod
     def apply(cls, *args, **params):
+        """Run the op on ``args`` (Tensors are unwrapped to their arrays, anything else is
+        passed through) with keyword ``params``, and return the output Tensor. When grad
+        mode is on and some input requires grad, the call is recorded on the output so
+        ``backward`` reaches the inputs."""
         Tensor = _tensor_class
         fn = cls.__new__(cls)
         arrays = []
@@ -279,7 +295,15 @@ def _topological_order(root):
 
 
 def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
-    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad."""
+    """Accumulate d(root)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.
+
+    Args:
+        root: the Tensor to differentiate (it must require grad).
+        gradient: d(output)/d(root), an array or Tensor of root's shape; None is allowed
+            only for a one-element root and means 1.
+        retain_graph: keep the Functions' saved arrays so the graph can be walked again;
+            by default each node is released once backward has passed it.
+    """
     if not root.requires_grad:
         raise RuntimeError("backward: the tensor does not require grad and has no grad_fn "
                            "(was it computed under no_grad, or from tensors without requires_grad=True?)")
@@ -379,6 +403,14 @@ def gradcheck(fn, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 
     each input element costs two forward evaluations. Returns True, or raises
     AssertionError naming the input, the element and both values (False when
     ``raise_exception=False``).
+
+    Args:
+        fn: the function under test, taking the inputs in order.
+        inputs: Tensors, arrays or other arguments passed to ``fn``.
+        eps: finite-difference step (on the float64 copies).
+        atol, rtol: an element passes when |analytic - numeric| <= atol + rtol * |numeric|.
+        seed: seed of the random projection weights ``w``.
+        raise_exception: raise AssertionError on a mismatch (True) or return False.
     """
     Tensor = _tensor_class
     explicit = any(isinstance(x, Tensor) and x.requires_grad for x in inputs)

@@ -48,7 +48,8 @@ def _is_conv(module) -> bool:
 
 
 def prunable_parameters(model: Layer) -> list[tuple[str, Tensor]]:
-    """(dotted weight name, weight) for every Linear-like and Conv2d layer."""
+    """(dotted weight name, weight) for every Linear-like and Conv2d layer of ``model``
+    (biases, norms and embeddings are not pruned)."""
     out = []
     for name, module in model.named_modules():
         if isinstance(module, Linear) or _is_conv(module):
@@ -71,7 +72,15 @@ def _smallest_mask(scores: np.ndarray, k: int) -> np.ndarray:
 
 
 def magnitude_prune(model: Layer, sparsity: float, scope: str = "layer") -> dict:
-    """Zero the smallest-magnitude weights in place; returns {weight name: keep mask}."""
+    """Zero the smallest-magnitude weights of ``model`` in place; returns
+    {weight name: bool keep mask}.
+
+    Args:
+        model: a Layer; its Linear and Conv2d weights are pruned.
+        sparsity: fraction in [0, 1] of weights to zero (exactly round(sparsity * n)).
+        scope: ``"layer"`` prunes each weight by the same fraction; ``"global"`` uses one
+            threshold across all of them.
+    """
     sparsity = _check_fraction(sparsity, "sparsity")
     if scope not in ("layer", "global"):
         raise ValueError(f"scope must be 'layer' or 'global', got {scope!r}")
@@ -95,7 +104,15 @@ def magnitude_prune(model: Layer, sparsity: float, scope: str = "layer") -> dict
 
 def structured_prune(layer: Layer, amount: float, axis: int | None = None) -> np.ndarray:
     """Zero the ``amount`` fraction of output channels (or Linear input rows with axis=0) with the
-    smallest L2 norm; returns the bool keep mask over that axis."""
+    smallest L2 norm; returns the bool keep mask over that axis.
+
+    Args:
+        layer: a Linear (weight (in, out)) or Conv2d (weight (out, in, kh, kw)); pruned output
+            channels also get their bias entries zeroed.
+        amount: fraction in [0, 1] of channels to zero.
+        axis: None for the output channels (1 for Linear, 0 for Conv2d); 0 on a Linear
+            prunes input rows.
+    """
     amount = _check_fraction(amount, "amount")
     if not (isinstance(layer, Linear) or _is_conv(layer)):
         raise TypeError(f"structured_prune works on Linear and Conv2d layers, got {type(layer).__name__}")
@@ -121,7 +138,9 @@ def structured_prune(layer: Layer, amount: float, axis: int | None = None) -> np
 
 
 def apply_masks(model: Layer, masks: dict) -> None:
-    """Multiply each named weight by its keep mask (in place)."""
+    """Multiply each named weight of ``model`` by its keep mask, in place. ``masks`` maps
+    dotted parameter names to bool arrays of the weight's shape (``magnitude_prune``'s
+    result); call after each optimizer step so pruned weights stay zero."""
     params = dict(model.named_parameters())
     for name, mask in masks.items():
         if name not in params:
@@ -133,13 +152,16 @@ def apply_masks(model: Layer, masks: dict) -> None:
 
 
 def sparsity(x) -> float:
-    """Fraction of exact zeros."""
+    """Fraction of exact zeros in ``x`` (a Tensor or array); 0.0 for an empty one."""
     arr = x.data if isinstance(x, Tensor) else np.asarray(x)
     return float(np.mean(arr == 0)) if arr.size else 0.0
 
 
 def sparsity_report(model: Layer, prunable_only: bool = True) -> dict:
-    """{"layers": {name: {zeros, total, sparsity}}, "total": {...}} over the model's weights."""
+    """{"layers": {name: {zeros, total, sparsity}}, "total": {...}} over the model's weights.
+
+    ``prunable_only`` (default) counts only Linear/Conv2d weights; False counts every
+    parameter, biases included."""
     items = prunable_parameters(model) if prunable_only else list(model.named_parameters())
     layers, zeros, total = {}, 0, 0
     for name, p in items:
@@ -151,6 +173,7 @@ def sparsity_report(model: Layer, prunable_only: bool = True) -> dict:
 
 
 def format_sparsity_report(report: dict) -> str:
+    """A text table (layer, zeros, total, sparsity %) of a ``sparsity_report`` ``report``."""
     width = max([len(n) for n in report["layers"]] + [5])
     lines = [f"{'layer':<{width}}  {'zeros':>10}  {'total':>10}  sparsity"]
     for name, r in report["layers"].items():
@@ -197,7 +220,17 @@ class DistillationFunction(Function):
 
 
 def distillation_loss(student_logits, teacher_logits, labels=None, temperature: float = 4.0, alpha: float = 0.5):
-    """Knowledge-distillation loss (see the module docstring); logits are [N, C] or [..., C]."""
+    """Knowledge-distillation loss (Hinton et al.), a scalar averaged over rows:
+    ``alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, labels)``.
+
+    Args:
+        student_logits: Tensor [N, C] or [..., C]; the only input that gets a gradient.
+        teacher_logits: Tensor or array of the same shape, treated as a constant.
+        labels: optional integer class ids, one per row; without them the loss is the
+            soft (KL) term alone and ``alpha`` is not applied.
+        temperature: T > 0 softening both distributions (the T^2 keeps gradient scale).
+        alpha: weight in [0, 1] of the soft term against the hard cross-entropy.
+    """
     if not isinstance(student_logits, Tensor):
         student_logits = Tensor(student_logits)
     teacher = teacher_logits.data if isinstance(teacher_logits, Tensor) else np.asarray(teacher_logits)
@@ -229,8 +262,16 @@ def distillation_loss(student_logits, teacher_logits, labels=None, temperature: 
 
 
 class DistillationLoss(Layer):
+    """``distillation_loss`` as a layer.
+
+    Args:
+        temperature: softening temperature T > 0.
+        alpha: weight of the soft (teacher) term when labels are given.
+    """
+
     def __init__(self, temperature: float = 4.0, alpha: float = 0.5):
         self.temperature, self.alpha = float(temperature), float(alpha)
 
     def forward(self, student_logits, teacher_logits, labels=None):
+        """``distillation_loss(student_logits, teacher_logits, labels, ...)``."""
         return distillation_loss(student_logits, teacher_logits, labels, self.temperature, self.alpha)

@@ -40,7 +40,11 @@ class Dataset:
 
 
 class TensorDataset(Dataset):
-    """Rows of one or more arrays (or Tensors) with the same first dimension."""
+    """Rows of one or more arrays (or Tensors) with the same first dimension.
+
+    ``TensorDataset(x, y)[i]`` is ``(x[i], y[i])``; ``arrays`` are kept as NumPy arrays
+    (Tensors are unwrapped, not copied).
+    """
 
     def __init__(self, *arrays):
         if not arrays:
@@ -59,11 +63,14 @@ class TensorDataset(Dataset):
         return tuple(a[index] for a in self.arrays)
 
     def get_batch(self, indices):
+        """The rows at ``indices`` (an integer array) of every array, as a tuple: one fancy
+        index per array instead of one ``__getitem__`` per sample."""
         return tuple(a[indices] for a in self.arrays)
 
 
 def default_collate(samples):
-    """List of samples -> tuple of stacked arrays (or one array for single-array samples)."""
+    """Stack a list of ``samples`` into a batch: tuple/list samples give a tuple of stacked
+    arrays (one per field), single-array samples one stacked array."""
     first = samples[0]
     if isinstance(first, (tuple, list)):
         return tuple(np.stack([_as_array(s[i]) for s in samples]) for i in range(len(first)))
@@ -120,7 +127,22 @@ def _worker_fetch(indices):
 
 
 class DataLoader:
-    """Iterates a dataset in batches; see the module docstring for the details."""
+    """Iterates a dataset in batches of Tensors (a tuple per batch when samples are tuples).
+
+    Args:
+        dataset: anything with ``__len__`` and ``__getitem__`` (a ``Dataset``); when it
+            has ``get_batch(indices)`` and no ``collate_fn`` is given, that is used.
+        batch_size: samples per batch, a positive int.
+        shuffle: draw a fresh permutation every epoch.
+        drop_last: drop the final batch when it is smaller than ``batch_size``.
+        seed: seed of the loader's own shuffling generator; None shuffles with the
+            framework generator (so ``manual_seed`` makes it reproducible).
+        collate_fn: turns a list of samples into a batch (default ``default_collate``).
+        num_workers: 0 loads in this process; > 0 uses a pool of spawned processes (the
+            dataset and collate_fn must then be picklable). Order is preserved.
+
+    ``len(loader)`` is the number of batches per epoch.
+    """
 
     def __init__(self, dataset, batch_size: int = 1, shuffle: bool = False, drop_last: bool = False,
                  seed=None, collate_fn=None, num_workers: int = 0):

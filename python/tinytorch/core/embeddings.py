@@ -31,7 +31,9 @@ __all__ = ["EmbeddingFunction", "Embedding", "PositionalEmbedding", "SinusoidalP
 
 
 def check_token_ids(ids, num_embeddings: int, who: str = "Embedding") -> np.ndarray:
-    """Return ``ids`` as an integer array, or raise naming the first bad id."""
+    """Return ``ids`` (a Tensor or array-like) as an integer array, or raise naming the
+    first bad id: TypeError for a non-integer dtype, ValueError for an id outside
+    [0, ``num_embeddings``). ``who`` names the caller in the message."""
     arr = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{who}: token ids must be integers, got dtype {arr.dtype}")
@@ -48,17 +50,25 @@ class EmbeddingFunction(Function):
     """out[...] = weight[ids[...]]; grad_weight = scatter-add of grad_out into the picked rows."""
 
     def forward(self, weight, ids):
+        """``weight[ids]``: table (V, D), integer ``ids`` of any shape -> ids.shape + (D,)."""
         self.ids, self.shape = ids, weight.shape
         return weight[ids]
 
     def backward(self, grad_output):
+        """Scatter-add of ``grad_output`` into the picked rows of a zero table; None for ids."""
         grad = np.zeros(self.shape, dtype=grad_output.dtype)
         np.add.at(grad, self.ids.reshape(-1), grad_output.reshape(-1, self.shape[1]))
         return grad, None
 
 
 class Embedding(Layer):
-    """Lookup table: ``Embedding(vocab, dim)(ids)`` has shape ``ids.shape + (dim,)``."""
+    """Lookup table: ``Embedding(vocab, dim)(ids)`` has shape ``ids.shape + (dim,)``.
+
+    Args:
+        num_embeddings: vocabulary size V; ids must be in [0, V).
+        embedding_dim: size D of each vector.
+        dtype: dtype of the table (float32 by default); initialised N(0, 1) like PyTorch.
+    """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, dtype=np.float32):
         if num_embeddings < 1 or embedding_dim < 1:
@@ -68,13 +78,16 @@ class Embedding(Layer):
 
     @property
     def vocab_size(self) -> int:
+        """``num_embeddings``."""
         return self.num_embeddings
 
     def forward(self, ids):
+        """The rows of ``weight`` for integer ``ids`` (Tensor or array, any shape)."""
         arr = check_token_ids(ids, self.num_embeddings, "Embedding")
         return EmbeddingFunction.apply(self.weight, arr)
 
     def extra_repr(self):
+        """``num_embeddings, embedding_dim`` for repr()."""
         return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
@@ -91,7 +104,13 @@ def _check_positions(x, max_seq_len: int, offset: int, who: str) -> int:
 
 
 class PositionalEmbedding(Layer):
-    """Learned absolute positions: ``forward(x, offset=0) = x + weight[offset:offset+T]``."""
+    """Learned absolute positions: ``forward(x, offset=0) = x + weight[offset:offset+T]``.
+
+    Args:
+        max_seq_len: number of positions in the table.
+        embed_dim: width D (the last axis of the input).
+        dtype: dtype of the table (float32); initialised N(0, 0.02^2).
+    """
 
     def __init__(self, max_seq_len: int, embed_dim: int, dtype=np.float32):
         if max_seq_len < 1 or embed_dim < 1:
@@ -101,6 +120,8 @@ class PositionalEmbedding(Layer):
         self.weight = Parameter((0.02 * get_generator().standard_normal((max_seq_len, embed_dim))).astype(dtype))
 
     def forward(self, x, offset: int = 0):
+        """``x`` [..., T, D] plus the rows for positions ``offset`` .. offset+T-1 (offset is
+        the number of tokens already processed, e.g. cached)."""
         if not isinstance(x, Tensor):
             x = Tensor(x)
         t = _check_positions(x, self.max_seq_len, offset, "PositionalEmbedding")
@@ -109,11 +130,13 @@ class PositionalEmbedding(Layer):
         return x + self.weight[offset:offset + t]
 
     def extra_repr(self):
+        """``max_seq_len=..., embed_dim=...`` for repr()."""
         return f"max_seq_len={self.max_seq_len}, embed_dim={self.embed_dim}"
 
 
 def sinusoidal_table(max_seq_len: int, embed_dim: int) -> np.ndarray:
-    """PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D)); float64."""
+    """The (``max_seq_len``, ``embed_dim``) float64 table of the original transformer:
+    PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D)), D = embed_dim."""
     pos = np.arange(max_seq_len, dtype=np.float64)[:, None]
     i = np.arange(0, embed_dim, 2, dtype=np.float64)
     freq = np.exp(-math.log(10000.0) * i / embed_dim)
@@ -124,7 +147,12 @@ def sinusoidal_table(max_seq_len: int, embed_dim: int) -> np.ndarray:
 
 
 class SinusoidalPositionalEncoding(Layer):
-    """Fixed sin/cos positions added to ``x`` [..., T, D]; no parameters."""
+    """Fixed sin/cos positions added to ``x`` [..., T, D]; no parameters.
+
+    Args:
+        max_seq_len: number of positions in the table.
+        embed_dim: width D (the last axis of the input).
+    """
 
     def __init__(self, max_seq_len: int, embed_dim: int):
         if max_seq_len < 1 or embed_dim < 1:
@@ -133,6 +161,7 @@ class SinusoidalPositionalEncoding(Layer):
         self.table = sinusoidal_table(max_seq_len, embed_dim)  # ndarray: a constant, not a parameter
 
     def forward(self, x, offset: int = 0):
+        """``x`` [..., T, D] plus the table rows ``offset`` .. offset+T-1, in x's dtype."""
         if not isinstance(x, Tensor):
             x = Tensor(x)
         t = _check_positions(x, self.max_seq_len, offset, "SinusoidalPositionalEncoding")
@@ -141,4 +170,5 @@ class SinusoidalPositionalEncoding(Layer):
         return x + self.table[offset:offset + t].astype(x.dtype)
 
     def extra_repr(self):
+        """``max_seq_len=..., embed_dim=...`` for repr()."""
         return f"max_seq_len={self.max_seq_len}, embed_dim={self.embed_dim}"

@@ -34,7 +34,12 @@ __all__ = ["KVCache", "LayerKVCache", "generate_with_cache", "incremental_logits
 
 
 class LayerKVCache:
-    """One layer's window onto a KVCache (what attention sees)."""
+    """One layer's window onto a KVCache (what ``MultiHeadAttention(kv_cache=...)`` sees).
+
+    Args:
+        cache: the KVCache holding every layer's arrays.
+        index: this layer's index in it. Usually made by ``cache.layer(i)``.
+    """
 
     __slots__ = ("cache", "index")
 
@@ -43,14 +48,29 @@ class LayerKVCache:
 
     @property
     def length(self) -> int:
+        """Tokens committed to the cache so far (the position of the next one)."""
         return self.cache.length
 
     def update(self, k, v):
+        """``cache.update(index, k, v)``: store this call's k, v [batch, heads, n, head_dim]
+        and return (all keys, all values) as Tensors [batch, heads, length + n, head_dim]."""
         return self.cache.update(self.index, k, v)
 
 
 class KVCache:
-    """Keys and values of every layer for the tokens decoded so far."""
+    """Keys and values of every layer for the tokens decoded so far, preallocated as
+    ``keys``/``values`` arrays [num_layers, batch_size, num_heads, max_seq_len, head_dim].
+
+    Args:
+        batch_size: sequences decoded together.
+        max_seq_len: the most tokens the cache can hold (the model's context window).
+        num_layers: number of attention layers.
+        num_heads: heads per layer.
+        head_dim: size of each head (embed_dim // num_heads).
+        dtype: dtype of the stored keys and values (float32).
+
+    Inference only: nothing stored carries autograd history.
+    """
 
     def __init__(self, batch_size: int, max_seq_len: int, num_layers: int, num_heads: int, head_dim: int,
                  dtype=np.float32):
@@ -70,16 +90,21 @@ class KVCache:
 
     @classmethod
     def for_model(cls, model, batch_size: int, dtype=np.float32) -> "KVCache":
+        """A cache sized for ``model`` (a GPT: its max_seq_len, num_layers, num_heads and
+        embed_dim) and ``batch_size`` sequences, of ``dtype``."""
         return cls(batch_size, model.max_seq_len, model.num_layers, model.num_heads,
                    model.embed_dim // model.num_heads, dtype)
 
     def layer(self, index: int) -> LayerKVCache:
+        """The ``LayerKVCache`` view of layer ``index``; IndexError when out of range."""
         if not 0 <= index < self.num_layers:
             raise IndexError(f"KVCache: layer {index} out of range for {self.num_layers} layers")
         return LayerKVCache(self, index)
 
     def update(self, layer: int, k, v):
-        """Store k, v [batch, heads, n, head_dim] after the cached tokens; return all keys/values."""
+        """Store k, v [batch, heads, n, head_dim] of attention layer ``layer`` after the
+        cached tokens; return all keys/values so far as Tensors. Each layer may be
+        updated once per step, then ``advance(n)`` commits the step."""
         k = k.data if isinstance(k, Tensor) else np.asarray(k)
         v = v.data if isinstance(v, Tensor) else np.asarray(v)
         expected = (self.batch_size, self.num_heads)
@@ -107,6 +132,7 @@ class KVCache:
         self._written[:] = 0
 
     def reset(self) -> None:
+        """Forget every cached token (the arrays are kept and overwritten)."""
         self.length = 0
         self._written[:] = 0
 
@@ -120,7 +146,16 @@ def _forward_cached(model, ids: np.ndarray, cache: KVCache) -> np.ndarray:
 
 
 def generate_with_cache(model, idx: np.ndarray, max_new_tokens: int, sample) -> np.ndarray:
-    """Autoregressive decoding with a KV cache. ``sample(logits [B, V]) -> ids [B]``."""
+    """Autoregressive decoding with a KV cache; returns ids [B, T + max_new_tokens].
+
+    Args:
+        model: a GPT-like model taking ``(ids, kv_cache=...)`` and with ``max_seq_len``,
+            ``num_layers``, ``num_heads``, ``embed_dim``.
+        idx: prompt token ids, an integer array [B, T].
+        max_new_tokens: how many tokens to append.
+        sample: ``sample(logits [B, V]) -> ids [B]``, e.g. greedy argmax or
+            ``sample_next_token``.
+    """
     out = np.asarray(idx, dtype=np.int64)
     if max_new_tokens == 0:
         return out
@@ -144,7 +179,10 @@ def generate_with_cache(model, idx: np.ndarray, max_new_tokens: int, sample) -> 
 
 
 def incremental_logits(model, idx, prefill: int = 1, step: int = 1) -> np.ndarray:
-    """Logits [B, T, V] computed with a cache: ``prefill`` tokens at once, then ``step`` at a time."""
+    """Logits [B, T, V] computed with a cache: ``prefill`` tokens at once, then ``step`` at a time.
+
+    ``model`` is a GPT-like model (run in eval mode here, then restored) and ``idx`` the
+    token ids [B, T]; the result should equal ``model(idx)`` up to rounding."""
     arr = idx.data if isinstance(idx, Tensor) else np.asarray(idx)
     b, t = arr.shape
     if not 1 <= prefill <= t or step < 1:

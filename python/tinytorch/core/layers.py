@@ -38,7 +38,14 @@ __all__ = ["Parameter", "Layer", "Module", "Linear", "Sequential", "Dropout", "F
 
 
 class Parameter(Tensor):
-    """A Tensor meant to be trained: ``requires_grad=True`` unless told otherwise."""
+    """A Tensor meant to be trained: ``requires_grad=True`` unless told otherwise.
+
+    Args:
+        data: the initial values (copied), as for ``Tensor``.
+        requires_grad: False makes a frozen parameter (still listed by ``parameters()``
+            and saved in ``state_dict()``, just not trained).
+        dtype: as for ``Tensor`` (None keeps float16/float32 arrays' dtype).
+    """
 
     __slots__ = ()
 
@@ -47,7 +54,12 @@ class Parameter(Tensor):
 
 
 class Layer:
-    """Base class of every layer. Subclasses define ``forward``."""
+    """Base class of every layer (PyTorch's ``nn.Module``; ``Module`` is an alias).
+
+    Subclasses define ``forward``; calling the layer calls it. Parameters and sub-layers
+    are found from instance attributes (see the module docstring), so a subclass just
+    assigns them; calling ``super().__init__()`` is optional.
+    """
 
     training = True  # class default, so subclasses need not call super().__init__()
 
@@ -55,6 +67,7 @@ class Layer:
         pass
 
     def forward(self, *args, **kwargs):
+        """The layer's computation; subclasses define it (``layer(x)`` calls it)."""
         raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
 
     def __call__(self, *args, **kwargs):
@@ -76,15 +89,20 @@ class Layer:
                         yield f"{name}.{key}", item
 
     def named_children(self):
+        """Yield (name, layer) for each direct sub-layer, in attribute order."""
         for name, value in self._named_members():
             if isinstance(value, Layer):
                 yield name, value
 
     def children(self):
+        """The direct sub-layers, as a list."""
         return [layer for _, layer in self.named_children()]
 
     def named_modules(self, prefix: str = "", _seen=None):
-        """(dotted name, layer) for this layer ("" name) and every descendant, once each."""
+        """Yield (dotted name, layer) for this layer and every descendant, once each.
+
+        ``prefix`` is prepended to every name (this layer itself is named ``prefix``,
+        "" by default)."""
         seen = set() if _seen is None else _seen
         if id(self) in seen:
             return
@@ -94,10 +112,12 @@ class Layer:
             yield from child.named_modules(f"{prefix}.{name}" if prefix else name, seen)
 
     def modules(self):
+        """This layer and all its descendants, as a list (each once)."""
         return [m for _, m in self.named_modules()]
 
     def named_parameters(self, prefix: str = ""):
-        """(dotted name, Tensor) for every parameter, shared ones reported once."""
+        """Yield (dotted name, Tensor) for every parameter, shared ones reported once;
+        ``prefix`` is prepended to every name ("blocks.0.weight")."""
         seen = set()
         for mod_name, module in self.named_modules(prefix):
             for name, value in module._named_members():
@@ -110,7 +130,7 @@ class Layer:
         return [p for _, p in self.named_parameters()]
 
     def get_submodule(self, target: str) -> "Layer":
-        """The sub-layer at dotted path ``target`` ("" is this layer)."""
+        """The sub-layer at dotted path ``target`` ("" is this layer); KeyError if absent."""
         module = self
         if target:
             for part in target.split("."):
@@ -120,7 +140,8 @@ class Layer:
         return module
 
     def set_submodule(self, target: str, layer: "Layer") -> None:
-        """Replace the sub-layer at dotted path ``target`` (e.g. "blocks.0.attn.proj")."""
+        """Replace the sub-layer at dotted path ``target`` (e.g. "blocks.0.attn.proj") by
+        ``layer``; KeyError when no sub-layer is there."""
         if not isinstance(layer, Layer):
             raise TypeError(f"set_submodule: expected a Layer, got {type(layer).__name__}")
         parent_path, _, last = target.rpartition(".")
@@ -143,23 +164,33 @@ class Layer:
 
     # ------------------------------------------------------------------ modes
     def train(self, mode: bool = True) -> "Layer":
+        """Set ``training`` to ``mode`` on this layer and every descendant (Dropout, for
+        one, acts only in training); returns self."""
         for m in self.modules():
             m.training = bool(mode)
         return self
 
     def eval(self) -> "Layer":
+        """``train(False)``: evaluation mode for the whole tree; returns self."""
         return self.train(False)
 
     def zero_grad(self) -> None:
+        """Set every parameter's ``.grad`` to None."""
         for p in self.parameters():
             p.grad = None
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> "OrderedDict[str, np.ndarray]":
+        """An ordered dict from dotted parameter name to a copy of its array."""
         return OrderedDict((name, p.data.copy()) for name, p in self.named_parameters())
 
     def load_state_dict(self, state, strict: bool = True):
-        """Copy arrays into the parameters; returns (missing_keys, unexpected_keys)."""
+        """Copy the arrays of ``state`` (name -> array, as from ``state_dict``) into the
+        parameters, in place, and return (missing_keys, unexpected_keys).
+
+        With ``strict`` (the default) any missing or unexpected key raises KeyError; a
+        shape mismatch always raises ValueError naming the key, before anything is copied.
+        """
         own = OrderedDict(self.named_parameters())
         keys = list(state.keys())
         missing = [k for k in own if k not in state]
@@ -179,13 +210,18 @@ class Layer:
         return missing, unexpected
 
     def save(self, path) -> None:
+        """Write ``state_dict()`` to ``path`` with ``np.savez`` (NumPy adds .npz if missing)."""
         np.savez(path, **self.state_dict())
 
     def load(self, path, strict: bool = True):
+        """Read a file written by ``save`` at ``path`` (no pickles) and
+        ``load_state_dict`` it with ``strict``; returns (missing_keys, unexpected_keys)."""
         with np.load(path, allow_pickle=False) as f:
             return self.load_state_dict({k: f[k] for k in f.files}, strict=strict)
 
     def num_parameters(self, trainable_only: bool = False) -> int:
+        """Total number of parameter elements; only those with requires_grad when
+        ``trainable_only``."""
         return sum(p.data.size for p in self.parameters() if p.requires_grad or not trainable_only)
 
     def __repr__(self):
@@ -196,6 +232,8 @@ class Layer:
         return f"{type(self).__name__}(\n" + "\n".join(lines) + "\n)"
 
     def extra_repr(self) -> str:
+        """The text inside the parentheses of a leaf layer's repr(); override it to show
+        the constructor arguments."""
         return ""
 
 
@@ -253,6 +291,15 @@ class Linear(Layer):
     """Fully connected layer, ``y = x @ weight + bias`` with weight of shape (in, out).
 
     Initialised like PyTorch: weight and bias uniform in +-1/sqrt(in_features).
+    Note the weight is stored (in, out), the transpose of PyTorch's (out, in).
+
+    Args:
+        in_features: size of the last axis of the input.
+        out_features: size of the last axis of the output.
+        bias: add a learnable bias of shape (out_features,).
+        dtype: dtype of the parameters (float32 by default).
+
+    Shape: input (..., in_features), output (..., out_features).
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=np.float32):
@@ -265,11 +312,13 @@ class Linear(Layer):
         self.bias = Parameter(rng.uniform(-bound, bound, (out_features,)).astype(dtype)) if bias else None
 
     def forward(self, x):
+        """``x @ weight + bias`` for ``x`` of shape (..., in_features) (a Tensor or array)."""
         if not isinstance(x, Tensor):
             x = Tensor(x)
         return LinearFunction.apply(x, self.weight, self.bias)
 
     def extra_repr(self):
+        """``in_features=..., out_features=..., bias=...`` for repr()."""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
@@ -291,11 +340,13 @@ class Sequential(Layer):
             yield str(i), layer
 
     def forward(self, x):
+        """Feed ``x`` through each layer in turn and return the last output."""
         for layer in self.layers:
             x = layer(x)
         return x
 
     def append(self, layer: Layer) -> "Sequential":
+        """Add ``layer`` at the end; returns self."""
         if not isinstance(layer, Layer):
             raise TypeError(f"Sequential.append: expected a Layer, got {type(layer).__name__}")
         self.layers.append(layer)
@@ -319,17 +370,22 @@ class Sequential(Layer):
 
 
 class Identity(Layer):
+    """Returns its input unchanged (a placeholder, e.g. for a removed layer)."""
+
     def forward(self, x):
+        """``x``, unchanged."""
         return x
 
 
 class Flatten(Layer):
-    """Flattens dimensions start_dim..end_dim (default: all but the batch axis)."""
+    """Flattens dimensions ``start_dim`` through ``end_dim`` (inclusive) into one; the
+    default keeps the batch axis: (N, C, H, W) -> (N, C*H*W)."""
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, x):
+        """``x.flatten(start_dim, end_dim)`` for a Tensor ``x``."""
         return x.flatten(self.start_dim, self.end_dim)
 
 
@@ -345,7 +401,11 @@ class DropoutFunction(Function):
 
 class Dropout(Layer):
     """Zeroes elements with probability p in training and scales the rest by 1/(1-p);
-    identity in eval. Masks come from the framework generator (see core.random)."""
+    identity in eval. Masks come from the framework generator (see core.random).
+
+    Args:
+        p: probability of zeroing an element, in [0, 1].
+    """
 
     def __init__(self, p: float = 0.5):
         if not 0.0 <= p <= 1.0:
@@ -353,6 +413,7 @@ class Dropout(Layer):
         self.p = float(p)
 
     def forward(self, x):
+        """``x`` with a fresh random mask applied in training; ``x`` itself in eval."""
         if not self.training or self.p == 0.0:
             return x
         if self.p == 1.0:
@@ -360,4 +421,5 @@ class Dropout(Layer):
         return DropoutFunction.apply(x, self.p)
 
     def extra_repr(self):
+        """``p=...`` for repr()."""
         return f"p={self.p}"

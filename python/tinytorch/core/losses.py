@@ -84,6 +84,14 @@ class MSEFunction(Function):
 
 
 def mse_loss(pred, target, reduction: str = "mean"):
+    """Mean squared error ``(pred - target) ** 2``, reduced.
+
+    Args:
+        pred: floating-point Tensor (or array) of any shape.
+        target: Tensor or array of the same shape (cast to pred's dtype). It gets a
+            gradient only if it is a Tensor that requires grad.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` (per-element losses).
+    """
     _check_reduction(reduction, "MSELoss")
     pred = _pred(pred, "MSELoss")
     t = _target_array(target)
@@ -101,11 +109,18 @@ def mse_loss(pred, target, reduction: str = "mean"):
 
 
 class MSELoss(Layer):
+    """Mean squared error as a layer: ``loss_fn(pred, target)`` is ``mse_loss``.
+
+    Args:
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+    """
+
     def __init__(self, reduction: str = "mean"):
         _check_reduction(reduction, "MSELoss")
         self.reduction = reduction
 
     def forward(self, pred, target):
+        """``mse_loss(pred, target, reduction)``; pred and target have the same shape."""
         return mse_loss(pred, target, self.reduction)
 
 
@@ -148,6 +163,19 @@ class CrossEntropyFunction(Function):
 
 def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0,
                   reduction: str = "mean"):
+    """Cross-entropy between unnormalised ``logits`` and integer class targets
+    (``torch.nn.functional.cross_entropy``), log-softmax and NLL fused.
+
+    Args:
+        logits: floating-point Tensor of shape (N, C), (C,) or (N, C, d1, ...).
+        target: integer class indices of shape (N,), () or (N, d1, ...), values in
+            [0, C) or ``ignore_index``. Never receives a gradient.
+        ignore_index: target value that contributes neither loss nor gradient.
+        label_smoothing: eps in [0, 1]; the target distribution becomes
+            (1 - eps) * one_hot + eps / C.
+        reduction: ``"mean"`` (over the non-ignored targets), ``"sum"`` or ``"none"``
+            (a loss of the target's shape).
+    """
     _check_reduction(reduction, "CrossEntropyLoss")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
@@ -181,6 +209,14 @@ def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: flo
 
 
 class CrossEntropyLoss(Layer):
+    """Cross-entropy as a layer: ``loss_fn(logits, target)`` is ``cross_entropy``.
+
+    Args:
+        ignore_index: target value that is skipped (default -100, as in PyTorch).
+        label_smoothing: eps in [0, 1] mixed into the one-hot targets.
+        reduction: ``"mean"`` (over non-ignored targets), ``"sum"`` or ``"none"``.
+    """
+
     def __init__(self, ignore_index: int = -100, label_smoothing: float = 0.0, reduction: str = "mean"):
         _check_reduction(reduction, "CrossEntropyLoss")
         if not 0.0 <= label_smoothing <= 1.0:
@@ -188,6 +224,8 @@ class CrossEntropyLoss(Layer):
         self.ignore_index, self.label_smoothing, self.reduction = ignore_index, label_smoothing, reduction
 
     def forward(self, logits, target):
+        """``cross_entropy(logits, target, ...)``: logits (N, C) or (N, C, d1, ...),
+        integer target (N,) or (N, d1, ...)."""
         return cross_entropy(logits, target, self.ignore_index, self.label_smoothing, self.reduction)
 
 
@@ -209,6 +247,15 @@ class BCEWithLogitsFunction(Function):
 
 
 def binary_cross_entropy_with_logits(logits, target, reduction: str = "mean", pos_weight=None):
+    """Binary cross-entropy on raw ``logits`` (sigmoid fused in, stable for large |x|).
+
+    Args:
+        logits: floating-point Tensor of any shape.
+        target: probabilities in [0, 1] (Tensor or array, numeric) of the same shape.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        pos_weight: optional weight of the positive term, broadcastable to the logits
+            (e.g. one value per class, (C,)): > 1 raises recall.
+    """
     _check_reduction(reduction, "BCEWithLogitsLoss")
     logits = _pred(logits, "BCEWithLogitsLoss")
     t = _target_array(target)
@@ -224,6 +271,13 @@ def binary_cross_entropy_with_logits(logits, target, reduction: str = "mean", po
 
 
 class BCEWithLogitsLoss(Layer):
+    """Binary cross-entropy with logits as a layer (``binary_cross_entropy_with_logits``).
+
+    Args:
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        pos_weight: optional positive-class weight broadcastable to the logits.
+    """
+
     def __init__(self, reduction: str = "mean", pos_weight=None):
         _check_reduction(reduction, "BCEWithLogitsLoss")
         self.reduction = reduction
@@ -231,4 +285,5 @@ class BCEWithLogitsLoss(Layer):
             pos_weight.data if isinstance(pos_weight, Tensor) else pos_weight)
 
     def forward(self, logits, target):
+        """The loss of ``logits`` against same-shaped probability ``target``."""
         return binary_cross_entropy_with_logits(logits, target, self.reduction, self.pos_weight)

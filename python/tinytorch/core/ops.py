@@ -51,31 +51,44 @@ class Cast(Function):
     gradient of the package (``Tensor.astype``/``float``/``half``/``double`` use it)."""
 
     def forward(self, a, dtype):
+        """``a`` (any array) converted to the NumPy ``dtype``; remembers a's dtype."""
         self.src = a.dtype
         return a.astype(dtype)
 
     def backward(self, g):
+        """The output gradient ``g`` cast back to the source dtype."""
         return g.astype(self.src)
 
 
 class Add(Function):
+    """``a + b`` with NumPy broadcasting (``Tensor.__add__``)."""
+
     def forward(self, a, b):
+        """``a + b`` for broadcastable arrays ``a`` and ``b``."""
         return a + b
 
     def backward(self, g):
+        """``g`` for both inputs (the engine sums broadcast axes back to each shape)."""
         return g, g
 
 
 class Sub(Function):
+    """``a - b`` with NumPy broadcasting (``Tensor.__sub__``)."""
+
     def forward(self, a, b):
+        """``a - b`` for broadcastable arrays ``a`` and ``b``."""
         return a - b
 
     def backward(self, g):
+        """``g`` for a and ``-g`` for b (None when b needs no gradient)."""
         return g, (-g if self.needs_input_grad[1] else None)
 
 
 class Mul(Function):
+    """Elementwise ``a * b`` with NumPy broadcasting (``Tensor.__mul__``)."""
+
     def forward(self, a, b):
+        """``a * b``; saves only the operand each gradient needs."""
         need = self.needs_input_grad
         if need[0]:
             self.b = b
@@ -84,16 +97,21 @@ class Mul(Function):
         return a * b
 
     def backward(self, g):
+        """``g * b`` for a and ``g * a`` for b."""
         need = self.needs_input_grad
         return (g * self.b if need[0] else None), (g * self.a if need[1] else None)
 
 
 class Div(Function):
+    """Elementwise true division ``a / b`` with broadcasting (``Tensor.__truediv__``)."""
+
     def forward(self, a, b):
+        """``a / b`` for broadcastable arrays ``a`` and ``b``."""
         self.a, self.b = a, b
         return a / b
 
     def backward(self, g):
+        """``g / b`` for a and ``-g * a / b / b`` for b (never ``b * b``, which underflows)."""
         need = self.needs_input_grad
         ga = g / self.b if need[0] else None
         # (a / b) / b, never b * b: b * b underflows to 0 (float32 b = 1e-23) and gives -inf
@@ -102,13 +120,19 @@ class Div(Function):
 
 
 class Pow(Function):
+    """Elementwise ``a ** b`` (``Tensor.__pow__``), with PyTorch's gradient conventions at
+    ``a == 0`` and ``b == 0``."""
+
     def forward(self, a, b):
+        """``np.power(a, b)``; ``b`` may be an array or a Python number."""
         self.a, self.b = a, b
         with np.errstate(divide="ignore", invalid="ignore"):
             self.out = np.power(a, b)
         return self.out
 
     def backward(self, g):
+        """``g * b * a**(b-1)`` for a (0 where b == 0) and ``g * a**b * log(a)`` for b
+        (0 where a == 0 and b >= 0)."""
         a, b = self.a, self.b
         need = self.needs_input_grad
         ga = gb = None
@@ -129,10 +153,14 @@ class Pow(Function):
 
 
 class Neg(Function):
+    """Elementwise ``-a`` (``Tensor.__neg__``)."""
+
     def forward(self, a):
+        """``-a``."""
         return -a
 
     def backward(self, g):
+        """``-g``."""
         return -g
 
 
@@ -140,6 +168,8 @@ class MatMul(Function):
     """a @ b with NumPy's rules (1-D promotion, batch broadcasting); all through acceleration."""
 
     def forward(self, a, b):
+        """``a @ b`` for arrays ``a`` (..., M, K) or (K,) and ``b`` (..., K, N) or (K,);
+        raises ValueError on 0-d operands or mismatched inner dimensions."""
         if a.ndim == 0 or b.ndim == 0:
             raise ValueError(f"matmul: both operands need at least 1 dimension, got shapes {a.shape} and {b.shape}")
         ka = a.shape[-1]
@@ -150,22 +180,30 @@ class MatMul(Function):
         return _acc.matmul(a, b)
 
     def backward(self, g):
+        """``g @ b^T`` for a and ``a^T @ g`` for b (``acceleration.matmul_backward``)."""
         # the one formula, in the door (transpose flags, size-0 safe); batch axes come back
         # as broadcast and the engine sums them to each operand's shape
         return _acc.matmul_backward(self.a, self.b, g, self.needs_input_grad)
 
 
 class Sum(Function):
+    """Sum over axes (``Tensor.sum``)."""
+
     def forward(self, a, axis, keepdims):
+        """``np.sum(a, axis, keepdims)``; ``axis`` is None or a tuple of non-negative ints."""
         self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
         return np.sum(a, axis=axis, keepdims=keepdims)
 
     def backward(self, g):
+        """``g`` broadcast back over the summed axes to the input's shape."""
         return np.broadcast_to(_expand_reduced(g, self.axis, self.keepdims), self.shape)
 
 
 class Mean(Function):
+    """Mean over axes (``Tensor.mean``); NaN for an empty reduction, as in NumPy."""
+
     def forward(self, a, axis, keepdims):
+        """``np.mean(a, axis, keepdims)``; ``axis`` is None or a tuple of non-negative ints."""
         self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
         n = a.size if axis is None else int(np.prod([a.shape[i] for i in axis]))
         self.scale = 1.0 / n if n else float("nan")
@@ -173,6 +211,7 @@ class Mean(Function):
             np.full(np.sum(a, axis=axis, keepdims=keepdims).shape, np.nan, dtype=a.dtype)
 
     def backward(self, g):
+        """``g / n`` broadcast over the n averaged elements."""
         g = _expand_reduced(g, self.axis, self.keepdims) * self.scale
         return np.broadcast_to(g, self.shape)
 
@@ -181,6 +220,8 @@ class MaxMin(Function):
     """max/min over axes; the gradient is shared equally between tied extremes."""
 
     def forward(self, a, axis, keepdims, use_max):
+        """Max (``use_max=True``) or min of ``a`` over ``axis`` (None or a tuple of ints),
+        keeping the reduced axes when ``keepdims``; an empty reduced axis raises ValueError."""
         # like PyTorch: an empty *reduced* axis has no extreme; other size-0 axes are fine
         if 0 in (a.shape if axis is None else [a.shape[i] for i in axis]):
             raise ValueError(f"{'max' if use_max else 'min'}: reduction over an empty axis "
@@ -191,6 +232,7 @@ class MaxMin(Function):
         return out if keepdims else (out.reshape(()) if axis is None else np.squeeze(out, axis=axis))
 
     def backward(self, g):
+        """``g`` routed to the positions of the extreme, divided by the number of ties."""
         if not self.keepdims:
             g = np.expand_dims(g, self.axis) if self.axis is not None else np.reshape(g, (1,) * self.mask.ndim)
         count = self.mask.sum(axis=self.axis, keepdims=True)
@@ -198,7 +240,10 @@ class MaxMin(Function):
 
 
 class Var(Function):
+    """Variance over axes (``Tensor.var``), NumPy's ``ddof`` convention."""
+
     def forward(self, a, axis, keepdims, ddof):
+        """``np.var(a, axis, keepdims, ddof)``: divides by n - ``ddof``."""
         self.axis, self.keepdims = axis, keepdims
         n = a.size if axis is None else int(np.prod([a.shape[i] for i in axis]))
         self.centered = a - np.mean(a, axis=axis, keepdims=True)
@@ -207,48 +252,68 @@ class Var(Function):
             return np.var(a, axis=axis, keepdims=keepdims, ddof=ddof)
 
     def backward(self, g):
+        """``g * 2 (a - mean) / (n - ddof)``."""
         g = _expand_reduced(g, self.axis, self.keepdims)
         return g * self.centered * self.scale
 
 
 class Exp(Function):
+    """Elementwise ``e ** a`` (``Tensor.exp``)."""
+
     def forward(self, a):
+        """``np.exp(a)``; the result is saved for the backward."""
         self.out = np.exp(a)
         return self.out
 
     def backward(self, g):
+        """``g * exp(a)``."""
         return g * self.out
 
 
 class Log(Function):
+    """Elementwise natural logarithm (``Tensor.log``)."""
+
     def forward(self, a):
+        """``np.log(a)``."""
         self.a = a
         return np.log(a)
 
     def backward(self, g):
+        """``g / a``."""
         return g / self.a
 
 
 class Sqrt(Function):
+    """Elementwise square root (``Tensor.sqrt``)."""
+
     def forward(self, a):
+        """``np.sqrt(a)``; the result is saved for the backward."""
         self.out = np.sqrt(a)
         return self.out
 
     def backward(self, g):
+        """``g / (2 sqrt(a))``."""
         return g / (2 * self.out)
 
 
 class Abs(Function):
+    """Elementwise absolute value (``Tensor.abs``); gradient ``sign(a)``, 0 at 0."""
+
     def forward(self, a):
+        """``np.abs(a)``."""
         self.a = a
         return np.abs(a)
 
     def backward(self, g):
+        """``g * sign(a)``."""
         return g * np.sign(self.a)
 
 
 class Clip(Function):
+    """Clamp into [lo, hi] (``Tensor.clip``); the gradient flows where lo <= a <= hi."""
+
     def forward(self, a, lo, hi):
+        """``np.clip(a, lo, hi)`` in a's dtype; ``lo`` or ``hi`` may be None (no bound)."""
         self.keep = np.ones(a.shape, dtype=bool)
         if lo is not None:
             self.keep &= a >= lo
@@ -257,24 +322,33 @@ class Clip(Function):
         return np.clip(a, lo, hi).astype(a.dtype, copy=False)
 
     def backward(self, g):
+        """``g`` where a was within the bounds (inclusive), 0 elsewhere."""
         return g * self.keep
 
 
 class Reshape(Function):
+    """The same elements in a new shape (``Tensor.reshape``)."""
+
     def forward(self, a, shape):
+        """``a.reshape(shape)``; ``shape`` is a tuple of ints (one may be -1)."""
         self.shape = a.shape
         return a.reshape(shape)
 
     def backward(self, g):
+        """``g`` reshaped to the input's shape."""
         return g.reshape(self.shape)
 
 
 class Permute(Function):
+    """Axis permutation (``Tensor.permute``, ``transpose``, ``.T``)."""
+
     def forward(self, a, perm):
+        """``a.transpose(perm)``; ``perm`` is a permutation of range(a.ndim)."""
         self.inverse = tuple(np.argsort(perm))
         return a.transpose(perm)
 
     def backward(self, g):
+        """``g`` transposed by the inverse permutation."""
         return g.transpose(self.inverse)
 
 
@@ -282,10 +356,14 @@ class GetItem(Function):
     """Basic and integer-array indexing; the backward scatters (and adds duplicates)."""
 
     def forward(self, a, index):
+        """``a[index]``: ``index`` is anything NumPy accepts (ints, slices, None,
+        Ellipsis, integer or bool arrays, tuples of those)."""
         self.shape, self.dtype, self.index = a.shape, a.dtype, index
         return a[index]
 
     def backward(self, g):
+        """Zeros of the input's shape with ``g`` scattered into the indexed positions
+        (repeated integer indices add up, via ``np.add.at``)."""
         out = np.zeros(self.shape, dtype=g.dtype)
         if _is_basic_index(self.index):
             out[self.index] = g
@@ -295,39 +373,56 @@ class GetItem(Function):
 
 
 class Concat(Function):
+    """Join arrays along an existing axis (``concat``/``cat``)."""
+
     def forward(self, *arrays, axis):
+        """``np.concatenate(arrays, axis)``; ``axis`` is a non-negative int."""
         self.axis = axis
         self.bounds = np.cumsum([x.shape[axis] for x in arrays])[:-1]
         return np.concatenate(arrays, axis=axis)
 
     def backward(self, g):
+        """``g`` split back into one piece per input along the joined axis."""
         return tuple(np.split(g, self.bounds, axis=self.axis))
 
 
 class Stack(Function):
+    """Join same-shaped arrays along a new axis (``stack``)."""
+
     def forward(self, *arrays, axis):
+        """``np.stack(arrays, axis)``; ``axis`` is a non-negative int."""
         self.axis = axis
         return np.stack(arrays, axis=axis)
 
     def backward(self, g):
+        """One slice of ``g`` along the new axis per input."""
         return tuple(np.moveaxis(g, self.axis, 0))
 
 
 class MaskedFill(Function):
+    """Replace elements where a bool mask is True by a constant (``Tensor.masked_fill``)."""
+
     def forward(self, a, mask, value):
+        """``where(mask, value, a)``: ``mask`` is a bool array broadcastable to a,
+        ``value`` a number (cast to a's dtype)."""
         self.mask = mask
         return np.where(mask, np.asarray(value, dtype=a.dtype), a)
 
     def backward(self, g):
+        """``g`` with the filled positions zeroed; None for the mask."""
         return np.where(self.mask, 0, g).astype(g.dtype, copy=False), None
 
 
 class Where(Function):
+    """Elementwise selection ``a if cond else b`` (``where``)."""
+
     def forward(self, cond, a, b):
+        """``np.where(cond, a, b)``; ``cond`` is a bool array, all three broadcast."""
         self.cond = cond
         return np.where(cond, a, b)
 
     def backward(self, g):
+        """None for cond, ``g`` where cond is True for a, ``g`` where it is False for b."""
         need = self.needs_input_grad
         zero = np.zeros((), dtype=g.dtype)
         return (None,

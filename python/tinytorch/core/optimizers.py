@@ -46,7 +46,16 @@ def _param_list(params, who):
 
 
 class Optimizer:
-    """Base class: subclasses implement ``_update(p, grad, state)``."""
+    """Base class of the optimizers: subclasses implement ``_update(p, grad, state)``.
+
+    Args:
+        params: the Tensors to update: an iterable of Tensors, one Tensor, or a Layer
+            (its ``parameters()``). Each may appear once.
+        lr: learning rate, >= 0 (schedulers rewrite ``optimizer.lr``).
+
+    ``state`` maps each parameter to a dict of NumPy arrays (its moments); ``step_count``
+    counts ``step()`` calls.
+    """
 
     hyper_names: tuple = ("lr",)
 
@@ -62,10 +71,13 @@ class Optimizer:
         self.step_count = 0
 
     def zero_grad(self) -> None:
+        """Set every parameter's ``.grad`` to None (call before each backward)."""
         for p in self.params:
             p.grad = None
 
     def step(self) -> None:
+        """Update every parameter that requires grad and has a ``.grad``, in place on
+        ``p.data``; the others are skipped without creating state."""
         self.step_count += 1
         state = self.state
         for p in self.params:
@@ -86,6 +98,8 @@ class Optimizer:
 
     # state dicts use parameter positions, not identities, so they survive a rebuild
     def state_dict(self) -> dict:
+        """``{"state": {param index: {name: array}}, "hyper": {...}, "step_count": n}``,
+        with copies; keyed by position so it loads into a rebuilt model's optimizer."""
         per_param = {}
         for i, p in enumerate(self.params):
             if p in self.state:
@@ -95,6 +109,8 @@ class Optimizer:
         return {"state": per_param, "hyper": hyper, "step_count": self.step_count}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a ``state_dict`` from an optimizer over the same parameters (in the same
+        order): moments, hyper-parameters and the step count. Shapes are checked first."""
         per_param = state_dict.get("state", {})
         for key, s in per_param.items():
             i = int(key)
@@ -123,8 +139,20 @@ class Optimizer:
 
 
 class SGD(Optimizer):
-    """PyTorch's SGD: g += wd*p; buf = momentum*buf + (1-dampening)*g; p -= lr*(g + momentum*buf
-    if nesterov else buf)."""
+    """Stochastic gradient descent with PyTorch's update rule::
+
+        g += weight_decay * p
+        buf = momentum * buf + (1 - dampening) * g      (buf = g on the first step)
+        p -= lr * (g + momentum * buf if nesterov else buf)
+
+    Args:
+        params: Tensors (or a Layer) to optimise.
+        lr: learning rate (default 0.01).
+        momentum: momentum factor, >= 0 (0 disables the buffer).
+        dampening: dampening of the momentum (0 by default).
+        nesterov: Nesterov momentum (needs momentum > 0 and dampening 0).
+        weight_decay: L2 penalty added to the gradient.
+    """
 
     hyper_names = ("lr", "momentum", "dampening", "nesterov", "weight_decay")
 
@@ -157,7 +185,11 @@ def adam_update(data: np.ndarray, g: np.ndarray, state: dict, lr: float, betas, 
     """One Adam step on ``data`` in place (PyTorch's rule), the one implementation that Adam,
     AdamW and other optimizers' Adam-style fallbacks (Muon's) call. ``state`` holds
     ``exp_avg``, ``exp_avg_sq`` and ``step`` (created on the first call). ``decoupled``:
-    AdamW's ``data *= 1 - lr * weight_decay``; otherwise weight decay is L2 added to ``g``."""
+    AdamW's ``data *= 1 - lr * weight_decay``; otherwise weight decay is L2 added to ``g``.
+
+    ``g`` is the gradient (same shape as ``data``), ``lr`` the learning rate, ``betas``
+    the pair (beta1, beta2) of moment decay rates and ``eps`` the term added to
+    sqrt(v_hat) in the denominator."""
     b1, b2 = betas
     if weight_decay:
         if decoupled:
@@ -191,7 +223,17 @@ def adam_update(data: np.ndarray, g: np.ndarray, state: dict, lr: float, betas, 
 
 
 class Adam(Optimizer):
-    """PyTorch's Adam (weight_decay is L2 added to the gradient)."""
+    """Adam (Kingma & Ba), PyTorch's rule with bias correction.
+
+    Args:
+        params: Tensors (or a Layer) to optimise.
+        lr: learning rate (default 1e-3).
+        betas: (beta1, beta2), decay rates of the first and second moment, each in [0, 1).
+        eps: added to the denominator for numerical stability.
+        weight_decay: L2 penalty added to the gradient (for decoupled decay use AdamW).
+
+    The moments are ``state[p]["exp_avg"]`` and ``["exp_avg_sq"]``, of p's shape and dtype.
+    """
 
     hyper_names = ("lr", "betas", "eps", "weight_decay")
     decoupled = False
@@ -212,7 +254,16 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay: p *= 1 - lr*wd before the Adam step."""
+    """Adam with decoupled weight decay (Loshchilov & Hutter): ``p *= 1 - lr * weight_decay``
+    before the Adam step.
+
+    Args:
+        params: Tensors (or a Layer) to optimise.
+        lr: learning rate (default 1e-3).
+        betas: (beta1, beta2) moment decay rates.
+        eps: added to the denominator for numerical stability.
+        weight_decay: decoupled decay coefficient (default 0.01, as in PyTorch).
+    """
 
     decoupled = True
 
@@ -224,8 +275,15 @@ class AdamW(Adam):
 # ============================================================================ clipping
 
 def clip_grad_norm_(params, max_norm: float, norm_type: float = 2.0) -> float:
-    """Scale all gradients in place so their joint norm is at most max_norm; returns the
-    norm before clipping (PyTorch semantics: coefficient max_norm / (norm + 1e-6))."""
+    """Scale all gradients in place so their joint norm is at most ``max_norm``; returns the
+    norm before clipping (PyTorch semantics: coefficient max_norm / (norm + 1e-6)).
+
+    Args:
+        params: Tensors (or a Layer) whose ``.grad`` to clip; those without one are skipped.
+        max_norm: the largest allowed total norm, >= 0.
+        norm_type: the p of the p-norm over all gradients together (2 by default;
+            ``float("inf")`` for the max-abs norm).
+    """
     params = _param_list(params, "clip_grad_norm_")
     grads = [p.grad for p in params if p.grad is not None]
     if max_norm < 0:
@@ -247,7 +305,15 @@ def clip_grad_norm_(params, max_norm: float, norm_type: float = 2.0) -> float:
 # ============================================================================ schedules
 
 class LRScheduler:
-    """Sets ``optimizer.lr = base_lr * factor(epoch)``; ``step()`` advances one epoch (or step)."""
+    """Base class of the schedules: sets ``optimizer.lr = base_lr * factor(epoch)``;
+    ``step()`` advances one epoch (or one iteration, if called per batch).
+
+    Args:
+        optimizer: the Optimizer whose ``lr`` to drive. ``base_lr`` is its learning rate
+            when the first scheduler was attached.
+        last_epoch: index of the last epoch done (-1: start from scratch). The
+            constructor steps once, so the optimizer holds the epoch-0 rate afterwards.
+    """
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
         if not isinstance(optimizer, Optimizer):
@@ -260,25 +326,41 @@ class LRScheduler:
         self.step()
 
     def get_lr(self) -> float:
+        """The learning rate for epoch ``last_epoch``; subclasses define it."""
         raise NotImplementedError
 
     def step(self) -> None:
+        """Advance one epoch and write the new rate into ``optimizer.lr``."""
         self.last_epoch += 1
         self.optimizer.lr = float(self.get_lr())
 
     def get_last_lr(self):
+        """The current learning rate, in a one-element list (PyTorch's return type)."""
         return [self.optimizer.lr]
 
     def state_dict(self) -> dict:
+        """The scheduler's plain attributes (epoch, base_lr, hyper-parameters), without
+        the optimizer and callables."""
         return {k: v for k, v in self.__dict__.items() if k != "optimizer" and not callable(v)
                 and not isinstance(v, (list, LRScheduler))}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore ``state`` from ``state_dict()`` and set ``optimizer.lr`` to match."""
         self.__dict__.update(state)
         self.optimizer.lr = float(self.get_lr())
 
 
 class StepLR(LRScheduler):
+    """Multiply the rate by ``gamma`` every ``step_size`` epochs:
+    ``lr = base_lr * gamma ** (epoch // step_size)``.
+
+    Args:
+        optimizer: the Optimizer to drive.
+        step_size: epochs between decays, > 0.
+        gamma: decay factor (default 0.1).
+        last_epoch: see ``LRScheduler``.
+    """
+
     def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
         if step_size <= 0:
             raise ValueError(f"StepLR: step_size must be positive, got {step_size}")
@@ -286,10 +368,22 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """``base_lr * gamma ** (last_epoch // step_size)``."""
         return self.base_lr * self.gamma ** (self.last_epoch // self.step_size)
 
 
 class CosineAnnealingLR(LRScheduler):
+    """Cosine decay from base_lr to ``eta_min`` over ``T_max`` epochs, then flat:
+    ``lr = eta_min + (base_lr - eta_min) (1 + cos(pi t / T_max)) / 2`` with t capped at T_max
+    (PyTorch's formula; past T_max PyTorch follows the cosine back up, this stays at eta_min).
+
+    Args:
+        optimizer: the Optimizer to drive.
+        T_max: length of the decay in epochs, > 0.
+        eta_min: the final learning rate.
+        last_epoch: see ``LRScheduler``.
+    """
+
     def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1):
         if T_max <= 0:
             raise ValueError(f"CosineAnnealingLR: T_max must be positive, got {T_max}")
@@ -297,12 +391,22 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """The cosine-annealed rate at ``min(last_epoch, T_max)``."""
         t = min(self.last_epoch, self.T_max)
         return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * t / self.T_max)) / 2
 
 
 class LinearLR(LRScheduler):
-    """Factor goes linearly from start_factor to end_factor over total_iters (a warm-up)."""
+    """Factor goes linearly from ``start_factor`` to ``end_factor`` over ``total_iters``
+    epochs, then stays at end_factor (a warm-up).
+
+    Args:
+        optimizer: the Optimizer to drive.
+        start_factor: multiplier of base_lr at epoch 0, in (0, 1].
+        end_factor: multiplier reached at ``total_iters``, in [0, 1].
+        total_iters: length of the ramp, >= 0 (0: end_factor at once).
+        last_epoch: see ``LRScheduler``.
+    """
 
     def __init__(self, optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
                  total_iters: int = 5, last_epoch: int = -1):
@@ -314,6 +418,7 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """``base_lr`` times the interpolated factor at ``last_epoch``."""
         if self.total_iters == 0:
             return self.base_lr * self.end_factor
         frac = min(self.last_epoch, self.total_iters) / self.total_iters
@@ -321,6 +426,14 @@ class LinearLR(LRScheduler):
 
 
 class LambdaLR(LRScheduler):
+    """``lr = base_lr * lr_lambda(epoch)`` for any function of the epoch.
+
+    Args:
+        optimizer: the Optimizer to drive.
+        lr_lambda: callable taking the epoch index (int) and returning the factor.
+        last_epoch: see ``LRScheduler``.
+    """
+
     def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
         if not callable(lr_lambda):
             raise TypeError("LambdaLR: lr_lambda must be callable")
@@ -328,11 +441,20 @@ class LambdaLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """``base_lr * lr_lambda(last_epoch)``."""
         return self.base_lr * self.lr_lambda(self.last_epoch)
 
 
 class SequentialLR(LRScheduler):
-    """Runs schedulers one after another; ``milestones[i]`` is where scheduler i+1 starts."""
+    """Runs schedulers one after another; ``milestones[i]`` is where scheduler i+1 starts
+    (e.g. ``LinearLR`` warm-up then ``CosineAnnealingLR``). Each scheduler sees epochs
+    counted from its own start.
+
+    Args:
+        optimizer: the Optimizer all ``schedulers`` drive.
+        schedulers: the schedulers, in order, already constructed on ``optimizer``.
+        milestones: len(schedulers) - 1 increasing epoch indices.
+    """
 
     def __init__(self, optimizer, schedulers, milestones):
         if len(milestones) != len(schedulers) - 1:
@@ -352,10 +474,12 @@ class SequentialLR(LRScheduler):
         return self.schedulers[i], self.last_epoch - start
 
     def get_lr(self):
+        """The active scheduler's rate at its local epoch."""
         sched, local = self._active()
         sched.last_epoch = local
         return sched.get_lr()
 
     def step(self):
+        """Advance one epoch, switching scheduler at a milestone, and set ``optimizer.lr``."""
         self.last_epoch += 1
         self.optimizer.lr = float(self.get_lr())

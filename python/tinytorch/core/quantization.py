@@ -46,6 +46,15 @@ INT8_MIN, INT8_MAX = -128, 127
 
 @dataclass
 class QuantParams:
+    """Quantization parameters: ``x ~ (q - zero_point) * scale``.
+
+    Args:
+        scale: float32 array, shape () per tensor or (channels,) per channel.
+        zero_point: int32 array of the same shape (0 when symmetric).
+        symmetric: q in [-127, 127] with zero point 0; otherwise [-128, 127].
+        axis: the channel axis for per-channel parameters, None per tensor.
+    """
+
     scale: np.ndarray        # float32, shape () or (channels,)
     zero_point: np.ndarray   # int32, same shape as scale
     symmetric: bool
@@ -60,10 +69,12 @@ class QuantParams:
 
     @property
     def qmin(self) -> int:
+        """The smallest quantized value: -127 when symmetric, -128 otherwise."""
         return -INT8_MAX if self.symmetric else INT8_MIN
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the scale and zero-point arrays."""
         return int(self.scale.nbytes + self.zero_point.nbytes)
 
 
@@ -77,7 +88,16 @@ def _array(x) -> np.ndarray:
 
 
 def compute_qparams(x, symmetric: bool = True, per_channel: bool = False, axis: int = 0) -> QuantParams:
-    """Scale and zero point that map the range of ``x`` onto int8 (see the module docstring)."""
+    """Scale and zero point that map the range of ``x`` onto int8 (see the module docstring).
+
+    Args:
+        x: floating-point Tensor or array (finite).
+        symmetric: scale = max|x| / 127 with zero point 0; otherwise the range
+            [min(x, 0), max(x, 0)] is mapped onto [-128, 127].
+        per_channel: one scale and zero point per index along ``axis`` instead of one for
+            the whole tensor.
+        axis: the channel axis when ``per_channel`` (1 for a Linear weight (in, out)).
+    """
     arr = _array(x)
     if per_channel:
         if arr.ndim == 0:
@@ -108,6 +128,8 @@ def compute_qparams(x, symmetric: bool = True, per_channel: bool = False, axis: 
 
 
 def quantize(x, qp: QuantParams) -> np.ndarray:
+    """int8 array ``clip(round(x / scale) + zero_point)`` of the float ``x`` (Tensor or
+    array) with the parameters ``qp`` (round half to even, as PyTorch)."""
     arr = _array(x)
     scale, zp = qp._broadcast(arr.ndim)
     # Multiply by the float32 reciprocal, as PyTorch's kernels do, so the two round identically.
@@ -117,6 +139,7 @@ def quantize(x, qp: QuantParams) -> np.ndarray:
 
 
 def dequantize(q: np.ndarray, qp: QuantParams) -> np.ndarray:
+    """float32 ``(q - zero_point) * scale`` of the int8 array ``q`` with parameters ``qp``."""
     q = np.asarray(q)
     if q.dtype != np.int8:
         raise TypeError(f"dequantize expects int8 values, got {q.dtype}")
@@ -126,22 +149,34 @@ def dequantize(q: np.ndarray, qp: QuantParams) -> np.ndarray:
 
 @dataclass
 class QuantizedTensor:
+    """An int8 array with the parameters that map it back to floats.
+
+    Args:
+        q: the int8 values.
+        params: their ``QuantParams``.
+    """
+
     q: np.ndarray
     params: QuantParams
 
     def dequantize(self) -> np.ndarray:
+        """The float32 approximation of the original values."""
         return dequantize(self.q, self.params)
 
     @property
     def nbytes(self) -> int:
+        """Bytes stored: the int8 values plus scales and zero points."""
         return int(self.q.nbytes + self.params.nbytes)
 
     @property
     def shape(self):
+        """The shape of ``q``."""
         return self.q.shape
 
 
 def quantize_int8(x, symmetric: bool = True, per_channel: bool = False, axis: int = 0) -> QuantizedTensor:
+    """Quantize ``x`` to a QuantizedTensor: ``compute_qparams(x, symmetric, per_channel,
+    axis)`` then ``quantize``."""
     qp = compute_qparams(x, symmetric, per_channel, axis)
     return QuantizedTensor(quantize(x, qp), qp)
 
@@ -162,7 +197,18 @@ def quantization_error(x, x_hat) -> dict:
 
 
 class QuantizedLinear(Layer):
-    """INT8 inference version of ``Linear``: int8 weights, int32 accumulation, float output."""
+    """INT8 inference version of ``Linear``: int8 weights, int32 accumulation, float output.
+
+    Usually built with ``QuantizedLinear.from_linear(linear)``.
+
+    Args:
+        weight_q: the weight (in, out) as a symmetric QuantizedTensor (per tensor, or per
+            output channel along axis 1).
+        bias: float bias (out,) or None; kept in float32.
+
+    Shape: input (..., in_features) -> output (..., out_features), float32; a Tensor in
+    gives a Tensor (without gradient) out, an array gives an array.
+    """
 
     def __init__(self, weight_q: QuantizedTensor, bias: np.ndarray | None):
         if weight_q.q.ndim != 2:
@@ -181,16 +227,20 @@ class QuantizedLinear(Layer):
 
     @classmethod
     def from_linear(cls, linear: Linear, per_channel: bool = True) -> "QuantizedLinear":
+        """Quantize a trained ``linear``'s weight symmetrically, one scale per output column
+        when ``per_channel`` (else one for the whole weight); the bias stays float."""
         w = linear.weight.data
         qt = quantize_int8(w, symmetric=True, per_channel=per_channel, axis=1)
         bias = None if linear.bias is None else linear.bias.data
         return cls(qt, bias)
 
     def quantize_input(self, x: np.ndarray) -> QuantizedTensor:
+        """Dynamic per-tensor asymmetric int8 quantization of the activations ``x``."""
         return quantize_int8(x, symmetric=False, per_channel=False)
 
     def int_matmul(self, xq: np.ndarray, zero_point: int) -> np.ndarray:
-        """sum_k (xq - zx) * wq in int32: the exact integer part of the layer."""
+        """sum_k (xq - zx) * wq in int32: the exact integer part of the layer. ``xq`` is the
+        int8 input (rows, in_features) and ``zero_point`` its zero point zx."""
         k = self.in_features
         if k * 255 * 127 >= 2 ** 31:
             raise ValueError(f"QuantizedLinear: in_features={k} could overflow the int32 accumulator")
@@ -199,6 +249,8 @@ class QuantizedLinear(Layer):
         return acc
 
     def forward(self, x):
+        """``x`` (..., in_features), a Tensor or float array -> (..., out_features) float32:
+        quantize x, integer matmul, rescale, add the bias."""
         tensor_in = isinstance(x, Tensor)
         arr = x.data if tensor_in else np.asarray(x)
         if arr.ndim == 0 or arr.shape[-1] != self.in_features:
@@ -218,15 +270,18 @@ class QuantizedLinear(Layer):
         return int(self.weight_q.nbytes + self.weight_scale.nbytes + (0 if self.bias is None else self.bias.nbytes))
 
     def dequantized_weight(self) -> np.ndarray:
+        """The float32 weight (in, out) the int8 values stand for."""
         return dequantize(self.weight_q, self.weight_params)
 
     def extra_repr(self):
+        """``in_features=..., out_features=..., int8`` for repr()."""
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
 def quantize_model(model: Layer, per_channel: bool = True, skip=()) -> list[str]:
     """Replace every plain ``Linear`` in ``model`` (except names in ``skip``) by a QuantizedLinear
-    in place; returns the replaced names."""
+    in place; returns the replaced names. ``per_channel`` as in ``QuantizedLinear.from_linear``.
+    Only sub-layers are replaced (a bare Linear passed as ``model`` is not)."""
     targets = [(name, m) for name, m in model.named_modules() if type(m) is Linear and name and name not in skip]
     for name, linear in targets:
         model.set_submodule(name, QuantizedLinear.from_linear(linear, per_channel))
@@ -234,12 +289,14 @@ def quantize_model(model: Layer, per_channel: bool = True, skip=()) -> list[str]
 
 
 def model_size_bytes(model: Layer) -> int:
-    """Bytes of parameters plus the int8 buffers of quantized layers."""
+    """Bytes of ``model``'s parameters plus the int8 buffers of its quantized layers."""
     total = sum(p.data.nbytes for p in model.parameters())
     total += sum(m.nbytes() for _, m in model.named_modules() if isinstance(m, QuantizedLinear))
     return int(total)
 
 
 def size_report(float_model: Layer, quantized_model: Layer) -> dict:
+    """{"float_bytes", "quantized_bytes", "reduction"}: ``model_size_bytes`` of
+    ``float_model`` and ``quantized_model`` and their ratio."""
     f, q = model_size_bytes(float_model), model_size_bytes(quantized_model)
     return {"float_bytes": f, "quantized_bytes": q, "reduction": f / q if q else float("inf")}

@@ -26,7 +26,8 @@ _generator = np.random.Generator(np.random.PCG64(_initial_seed))
 
 
 def manual_seed(seed: int) -> np.random.Generator:
-    """Reseed the framework generator; returns it."""
+    """Reseed the framework generator with ``seed`` (a non-negative int); returns it.
+    Initialisation, dropout and unseeded DataLoader shuffling then repeat exactly."""
     global _generator, _initial_seed
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"manual_seed: seed must be an int, got {type(seed).__name__}")
@@ -44,6 +45,8 @@ def seed() -> int:
 
 
 def initial_seed() -> int:
+    """The seed the framework generator was last seeded with (OS entropy at import,
+    unless ``manual_seed``/``seed`` ran since)."""
     return _initial_seed
 
 
@@ -58,7 +61,7 @@ def get_rng_state() -> dict:
 
 
 def set_rng_state(state: dict) -> None:
-    """Restore a state from ``get_rng_state``."""
+    """Restore ``state``, a dict from ``get_rng_state`` (the generator continues from it)."""
     if not isinstance(state, dict) or "bit_generator" not in state:
         raise TypeError("set_rng_state: expected the dict returned by get_rng_state()")
     if state["bit_generator"] != type(_generator.bit_generator).__name__:

@@ -65,7 +65,11 @@ def _offset_slice(i, j, oh, ow, sh, sw):
 
 
 def im2col(x, kh, kw, sh, sw, ph, pw):
-    """(N, C, H, W) -> cols (C*KH*KW, N*OH*OW), OH, OW."""
+    """Unfold the array ``x`` (N, C, H, W) into columns: returns (cols, OH, OW) with cols of
+    shape (C*KH*KW, N*OH*OW), so a convolution is ``W.reshape(OC, -1) @ cols``.
+
+    ``kh``, ``kw``: kernel height and width; ``sh``, ``sw``: strides; ``ph``, ``pw``: zero
+    padding on each side of H and W."""
     n, c, h, w = x.shape
     oh = _out_size(h, kh, sh, ph, "im2col")
     ow = _out_size(w, kw, sw, pw, "im2col")
@@ -78,7 +82,12 @@ def im2col(x, kh, kw, sh, sw, ph, pw):
 
 
 def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
-    """Adjoint of im2col: cols (C*KH*KW, N*OH*OW) summed back into an (N, C, H, W) array."""
+    """Adjoint of im2col: cols (C*KH*KW, N*OH*OW) summed back into an (N, C, H, W) array
+    (overlapping windows add up).
+
+    ``x_shape`` is the (N, C, H, W) of the unpadded input; ``kh``, ``kw``, ``sh``, ``sw``,
+    ``ph``, ``pw`` the kernel, stride and padding given to ``im2col``; ``oh``, ``ow`` the
+    output size it returned."""
     n, c, h, w = x_shape
     cols = cols.reshape(c, kh, kw, n, oh, ow)
     gx = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
@@ -193,11 +202,31 @@ def _check_nchw(x, who):
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0):
+    """2-D cross-correlation (PyTorch's ``F.conv2d``), im2col + one GEMM, with gradients.
+
+    Args:
+        x: input (N, C, H, W), a Tensor or array.
+        weight: Tensor (OC, C, KH, KW).
+        bias: optional Tensor (OC,).
+        stride: int or (sh, sw).
+        padding: zero padding, int or (ph, pw).
+
+    Returns (N, OC, OH, OW) with OH = (H + 2 ph - KH) // sh + 1 (and likewise OW).
+    """
     x = _check_nchw(x, "conv2d")
     return Conv2dFunction.apply(x, weight, bias, _pair(stride, "stride"), _pair(padding, "padding"))
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0):
+    """Max over each window of ``x`` (N, C, H, W); the gradient goes to one maximum per
+    window (the first, like PyTorch's argmax).
+
+    Args:
+        x: input Tensor or array (N, C, H, W).
+        kernel_size: window size, int or (kh, kw).
+        stride: int or pair; defaults to kernel_size (non-overlapping windows).
+        padding: -inf padding, int or pair, at most half the kernel.
+    """
     x = _check_nchw(x, "max_pool2d")
     k = _pair(kernel_size, "kernel_size")
     s = k if stride is None else _pair(stride, "stride")
@@ -208,6 +237,15 @@ def max_pool2d(x, kernel_size, stride=None, padding=0):
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0):
+    """Mean over each window of ``x`` (N, C, H, W); zero padding counts in the divisor
+    (PyTorch's ``count_include_pad=True``).
+
+    Args:
+        x: input Tensor or array (N, C, H, W).
+        kernel_size: window size, int or (kh, kw).
+        stride: int or pair; defaults to kernel_size.
+        padding: zero padding, int or pair, at most half the kernel.
+    """
     x = _check_nchw(x, "avg_pool2d")
     k = _pair(kernel_size, "kernel_size")
     s = k if stride is None else _pair(stride, "stride")
@@ -218,7 +256,20 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
 
 
 class Conv2d(Layer):
-    """2-D convolution over (N, C, H, W) inputs."""
+    """2-D convolution over (N, C, H, W) inputs (PyTorch's ``nn.Conv2d`` without dilation
+    and groups).
+
+    Args:
+        in_channels: C of the input.
+        out_channels: OC, the number of filters.
+        kernel_size: int or (kh, kw).
+        stride: int or (sh, sw), > 0.
+        padding: zero padding, int or (ph, pw), >= 0.
+        bias: add a learnable bias (OC,).
+        dtype: dtype of the parameters (float32).
+
+    Weight (OC, C, kh, kw), uniform +-1/sqrt(C*kh*kw) like PyTorch. Output (N, OC, OH, OW).
+    """
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  bias: bool = True, dtype=np.float32):
@@ -236,25 +287,45 @@ class Conv2d(Layer):
         self.bias = Parameter(rng.uniform(-bound, bound, (out_channels,)).astype(dtype)) if bias else None
 
     def forward(self, x):
+        """Convolve ``x`` (N, C, H, W) -> (N, OC, OH, OW)."""
         x = _check_nchw(x, "Conv2d")
         return Conv2dFunction.apply(x, self.weight, self.bias, self.stride, self.padding)
 
     def extra_repr(self):
+        """Channels, kernel_size, stride and padding for repr()."""
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}, padding={self.padding}")
 
 
 class MaxPool2d(Layer):
+    """``max_pool2d`` as a layer.
+
+    Args:
+        kernel_size: window size, int or (kh, kw).
+        stride: int or pair; None means kernel_size.
+        padding: int or pair, at most half the kernel.
+    """
+
     def __init__(self, kernel_size, stride=None, padding=0):
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def forward(self, x):
+        """Max-pool ``x`` (N, C, H, W) -> (N, C, OH, OW)."""
         return max_pool2d(x, self.kernel_size, self.stride, self.padding)
 
 
 class AvgPool2d(Layer):
+    """``avg_pool2d`` as a layer.
+
+    Args:
+        kernel_size: window size, int or (kh, kw).
+        stride: int or pair; None means kernel_size.
+        padding: zero padding, int or pair, at most half the kernel.
+    """
+
     def __init__(self, kernel_size, stride=None, padding=0):
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def forward(self, x):
+        """Average-pool ``x`` (N, C, H, W) -> (N, C, OH, OW)."""
         return avg_pool2d(x, self.kernel_size, self.stride, self.padding)

@@ -36,7 +36,8 @@ def _pair(v, name: str) -> tuple[int, int]:
 
 
 def tiled_matmul(a: np.ndarray, b: np.ndarray, tile: int = 32) -> np.ndarray:
-    """A @ B for 2-D arrays, computed one (tile x tile) block at a time."""
+    """A @ B for 2-D arrays ``a`` (M, K) and ``b`` (K, N), computed one (``tile`` x ``tile``)
+    block at a time; the result is at least float32."""
     a = np.asarray(a)
     b = np.asarray(b)
     if a.ndim != 2 or b.ndim != 2:
@@ -66,6 +67,8 @@ def tiled_matmul(a: np.ndarray, b: np.ndarray, tile: int = 32) -> np.ndarray:
 
 
 def conv_output_size(size: int, kernel: int, stride: int, padding: int) -> int:
+    """Output length of a convolution or pooling window along one axis:
+    ``(size + 2 * padding - kernel) // stride + 1``."""
     return (size + 2 * padding - kernel) // stride + 1
 
 
@@ -91,6 +94,7 @@ def im2col(x: np.ndarray, kernel, stride=1, padding=0) -> np.ndarray:
     """Unfold NCHW ``x`` into columns of shape ``[N, C*KH*KW, OH*OW]``.
 
     Row ``c*KH*KW + i*KW + j`` of the columns holds pixel (i, j) of every window of channel c.
+    ``kernel``, ``stride`` and ``padding`` (zeros) are ints or (height, width) pairs.
     """
     x = np.asarray(x)
     kh, kw, sh, sw, ph, pw = _check_conv_args(x.shape, kernel, stride, padding)
@@ -108,7 +112,10 @@ def im2col(x: np.ndarray, kernel, stride=1, padding=0) -> np.ndarray:
 
 
 def col2im(cols: np.ndarray, input_shape, kernel, stride=1, padding=0) -> np.ndarray:
-    """Fold columns back into an NCHW array, summing where windows overlap (im2col's adjoint)."""
+    """Fold columns back into an NCHW array, summing where windows overlap (im2col's adjoint).
+
+    ``cols`` is [N, C*KH*KW, OH*OW] as ``im2col`` makes it, ``input_shape`` the (N, C, H, W)
+    to rebuild, and ``kernel``, ``stride``, ``padding`` the values given to ``im2col``."""
     cols = np.asarray(cols)
     kh, kw, sh, sw, ph, pw = _check_conv_args(tuple(input_shape), kernel, stride, padding)
     n, c, h, w = input_shape
@@ -128,7 +135,10 @@ def col2im(cols: np.ndarray, input_shape, kernel, stride=1, padding=0) -> np.nda
 
 def conv2d_im2col(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None,
                   stride=1, padding=0) -> np.ndarray:
-    """Convolution (cross-correlation, like PyTorch) as im2col followed by one GEMM per image."""
+    """Convolution (cross-correlation, like PyTorch) as im2col followed by one GEMM per image.
+
+    ``x`` is [N, C, H, W], ``weight`` [OC, C, KH, KW], ``bias`` [OC] or None; ``stride`` and
+    ``padding`` are ints or pairs. Returns [N, OC, OH, OW]."""
     x = np.asarray(x)
     weight = np.asarray(weight)
     if weight.ndim != 4:

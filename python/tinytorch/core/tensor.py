@@ -81,7 +81,19 @@ def _comparison(op):
 # that is how Function.apply returns Tensors without importing this module.
 @_autograd.register_tensor_class
 class Tensor:
-    """An n-dimensional array that can record the operations applied to it."""
+    """An n-dimensional array that can record the operations applied to it.
+
+    Args:
+        data: the values: a Python number, a (nested) list, a NumPy array or another
+            Tensor (its array). Always copied; use ``Tensor.from_numpy`` to share an array.
+        requires_grad: record operations on this tensor so ``backward()`` fills its
+            ``.grad``. Only floating-point tensors may require grad.
+        dtype: NumPy dtype to convert to. None applies the module's dtype rule: numbers and
+            lists become float32, float16/float32 arrays keep their dtype, float64 arrays
+            become float32, integer and bool arrays keep theirs.
+
+    ``.data`` is the NumPy array, ``.grad`` an array of the same shape and dtype (or None).
+    """
 
     __slots__ = ("_data", "grad", "requires_grad", "_ctx", "_version", "__dict__", "__weakref__")
     __array_ufunc__ = None   # make NumPy defer `ndarray * Tensor` to Tensor.__rmul__
@@ -101,7 +113,11 @@ class Tensor:
 
     @classmethod
     def from_numpy(cls, array: np.ndarray, requires_grad: bool = False) -> "Tensor":
-        """Wrap ``array`` without copying it or changing its dtype (views stay views)."""
+        """Wrap ``array`` without copying it or changing its dtype (views stay views).
+
+        ``requires_grad=True`` needs a floating-point array (like ``torch.from_numpy``
+        followed by ``requires_grad_()``).
+        """
         if not isinstance(array, np.ndarray):
             raise TypeError(f"from_numpy: expected a NumPy array, got {type(array).__name__}")
         if array.dtype.kind not in "fiub":
@@ -133,30 +149,37 @@ class Tensor:
 
     @property
     def shape(self):
+        """The shape, a tuple of ints (NumPy's ``ndarray.shape``)."""
         return self._data.shape
 
     @property
     def dtype(self):
+        """The NumPy dtype of ``.data``."""
         return self._data.dtype
 
     @property
     def ndim(self):
+        """The number of dimensions."""
         return self._data.ndim
 
     @property
     def size(self):
+        """The number of elements (NumPy's ``size``, not PyTorch's ``size()`` method)."""
         return self._data.size
 
     @property
     def grad_fn(self):
+        """The Function that produced this tensor, or None for a leaf."""
         return self._ctx
 
     @property
     def is_leaf(self):
+        """True when no recorded Function produced this tensor (inputs, parameters)."""
         return self._ctx is None
 
     @property
     def T(self):
+        """All axes reversed, with gradient (``transpose()`` with no arguments)."""
         return self.transpose()
 
     def __len__(self):
@@ -179,7 +202,14 @@ class Tensor:
 
     # ------------------------------------------------------------------ autograd API
     def backward(self, gradient=None, retain_graph: bool = False) -> None:
-        """Accumulate gradients of this tensor into the ``.grad`` of every leaf."""
+        """Accumulate gradients of this tensor into the ``.grad`` of every leaf.
+
+        Args:
+            gradient: d(output)/d(self), an array or Tensor of this tensor's shape. May be
+                None only for a one-element tensor (a scalar loss), where it is 1.
+            retain_graph: keep the saved arrays so backward can run through this graph
+                again; by default they are freed.
+        """
         _autograd.run_backward(self, gradient, retain_graph)
 
     def detach(self) -> "Tensor":
@@ -187,12 +217,14 @@ class Tensor:
         return Tensor._make(self.data, False, None)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set ``requires_grad`` in place (floating-point tensors only) and return self."""
         if requires_grad and self.data.dtype.kind != "f":
             raise TypeError(f"only floating-point tensors can require grad, got {self.data.dtype}")
         self.requires_grad = bool(requires_grad)
         return self
 
     def zero_grad(self) -> None:
+        """Drop the accumulated gradient (``.grad`` becomes None)."""
         self.grad = None
 
     def numpy(self) -> np.ndarray:
@@ -200,6 +232,7 @@ class Tensor:
         return self.data
 
     def item(self):
+        """The value of a one-element tensor as a Python number."""
         if self.data.size != 1:
             raise ValueError(f"item(): only one-element tensors can be converted, got shape {self.data.shape}")
         return self.data.item()
@@ -276,6 +309,7 @@ class Tensor:
         return self
 
     def matmul(self, other):
+        """``self @ other`` with NumPy's batching and 1-D rules, with gradient."""
         return self.__matmul__(other)
 
     # comparisons: a bool tensor, no gradient
@@ -288,18 +322,24 @@ class Tensor:
 
     # ------------------------------------------------------------------ elementwise
     def exp(self):
+        """Elementwise e**x, with gradient."""
         return Exp.apply(self)
 
     def log(self):
+        """Elementwise natural logarithm, with gradient."""
         return Log.apply(self)
 
     def sqrt(self):
+        """Elementwise square root, with gradient."""
         return Sqrt.apply(self)
 
     def abs(self):
+        """Elementwise absolute value, with gradient (0 at x == 0)."""
         return Abs.apply(self)
 
     def clip(self, min=None, max=None):
+        """Clamp every element into [min, max]; either bound may be None (not both).
+        The gradient passes where the value was inside the bounds. ``clamp`` is an alias."""
         if min is None and max is None:
             raise ValueError("clip: at least one of min and max must be given")
         return Clip.apply(self, lo=min, hi=max)
@@ -307,45 +347,64 @@ class Tensor:
     clamp = clip
 
     def relu(self):
+        """max(x, 0) elementwise, with gradient."""
         return ReLUFunction.apply(self)
 
     def sigmoid(self):
+        """1 / (1 + e**-x) elementwise (numerically stable), with gradient."""
         return SigmoidFunction.apply(self)
 
     def tanh(self):
+        """Elementwise hyperbolic tangent, with gradient."""
         return TanhFunction.apply(self)
 
     def softmax(self, axis=-1):
+        """Softmax along ``axis`` (entries along it are positive and sum to 1)."""
         return SoftmaxFunction.apply(self, axis=axis)
 
     def log_softmax(self, axis=-1):
+        """log(softmax(x)) along ``axis``, computed stably (x - logsumexp(x))."""
         return LogSoftmaxFunction.apply(self, axis=axis)
 
     # ------------------------------------------------------------------ reductions
     def sum(self, axis=None, keepdims=False):
+        """Sum over ``axis`` (an int, a tuple of ints, or None for all axes); ``keepdims``
+        keeps the reduced axes with size 1. NumPy's naming (PyTorch: dim, keepdim)."""
         return Sum.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims)
 
     def mean(self, axis=None, keepdims=False):
+        """Mean over ``axis`` (int, tuple or None for all); ``keepdims`` as in ``sum``."""
         return Mean.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims)
 
     def max(self, axis=None, keepdims=False):
+        """Maximum over ``axis`` (int, tuple or None for all); ``keepdims`` as in ``sum``.
+        Returns values only; the gradient is split evenly between tied maxima."""
         return MaxMin.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims, use_max=True)
 
     def min(self, axis=None, keepdims=False):
+        """Minimum over ``axis`` (int, tuple or None for all); ``keepdims`` as in ``sum``.
+        Returns values only; the gradient is split evenly between tied minima."""
         return MaxMin.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims, use_max=False)
 
     def var(self, axis=None, keepdims=False, ddof=0):
-        """Variance with NumPy's convention (ddof=0 is the biased estimate)."""
+        """Variance over ``axis`` (int, tuple or None for all), with ``keepdims`` as in
+        ``sum``. NumPy's convention: ``ddof=0`` is the biased estimate, ``ddof=1`` the
+        unbiased one (PyTorch's default)."""
         return Var.apply(self, axis=_norm_axis(axis, self.data.ndim), keepdims=keepdims, ddof=ddof)
 
     def argmax(self, axis=None):
+        """Index of the maximum along ``axis`` (over the flattened tensor when None):
+        an int64 tensor without gradient."""
         return Tensor._make(np.asarray(self.data.argmax(axis=axis)), False, None)
 
     def argmin(self, axis=None):
+        """Index of the minimum along ``axis`` (flattened when None), without gradient."""
         return Tensor._make(np.asarray(self.data.argmin(axis=axis)), False, None)
 
     # ------------------------------------------------------------------ shape
     def reshape(self, *shape):
+        """The same elements in a new shape, given as ints or one tuple (-1 is inferred),
+        with gradient. ``view`` is an alias (it may copy, unlike PyTorch's)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         try:
@@ -357,6 +416,8 @@ class Tensor:
     view = reshape
 
     def flatten(self, start_dim=0, end_dim=-1):
+        """Merge axes ``start_dim`` through ``end_dim`` (inclusive) into one; a 0-d tensor
+        becomes shape (1,)."""
         shape = self.data.shape
         if not shape:
             return self.reshape(1)
@@ -383,6 +444,8 @@ class Tensor:
         return Permute.apply(self, perm=perm)
 
     def permute(self, *dims):
+        """Reorder the axes: ``dims`` is a permutation of range(ndim), as ints or one
+        tuple; negative axes count from the end. With gradient."""
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])
         nd = self.data.ndim
@@ -392,9 +455,11 @@ class Tensor:
         return Permute.apply(self, perm=perm)
 
     def squeeze(self, axis=None):
+        """Remove size-1 axes: all of them, or only ``axis`` (an int or tuple)."""
         return self.reshape(np.squeeze(np.empty(self.data.shape, dtype=np.bool_), axis=axis).shape)
 
     def unsqueeze(self, axis):
+        """Insert a size-1 axis at position ``axis``."""
         return self.reshape(np.expand_dims(np.empty(self.data.shape, dtype=np.bool_), axis).shape)
 
     def __getitem__(self, index):
@@ -409,6 +474,8 @@ class Tensor:
         return MaskedFill.apply(self, m, value=value)
 
     def split(self, split_size_or_sections, axis=0):
+        """Split along ``axis`` into views with gradient; ``split_size_or_sections`` as
+        in the module-level ``split``."""
         return split(self, split_size_or_sections, axis)
 
 
@@ -449,7 +516,8 @@ def _tensors(items, who):
 
 
 def concat(tensors, axis=0):
-    """Join tensors along an existing axis (``torch.cat``)."""
+    """Join ``tensors`` (a sequence of Tensors or arrays, same shape except along
+    ``axis``) along the existing axis ``axis``, with gradient (``torch.cat``)."""
     ts = _tensors(tensors, "concat")
     nd = ts[0].data.ndim
     if nd == 0:
@@ -466,7 +534,7 @@ cat = concat
 
 
 def stack(tensors, axis=0):
-    """Join same-shaped tensors along a new axis."""
+    """Join same-shaped ``tensors`` along a new axis inserted at ``axis``, with gradient."""
     ts = _tensors(tensors, "stack")
     if any(t.data.shape != ts[0].data.shape for t in ts):
         raise ValueError(f"stack: all tensors need the same shape, got {[t.shape for t in ts]}")
@@ -475,7 +543,14 @@ def stack(tensors, axis=0):
 
 
 def split(tensor, split_size_or_sections, axis=0):
-    """PyTorch's split: an int is the chunk size (last chunk may be smaller), a list gives sizes."""
+    """Split ``tensor`` along ``axis`` into a list of tensors, as ``torch.split``.
+
+    Args:
+        tensor: the Tensor to split.
+        split_size_or_sections: an int is the chunk size (the last chunk may be smaller);
+            a list gives each chunk's size and must add up to the axis length.
+        axis: the axis to split (PyTorch's ``dim``).
+    """
     n = tensor.data.shape[axis]
     axis = axis % tensor.data.ndim
     if isinstance(split_size_or_sections, (int, np.integer)):
@@ -496,7 +571,11 @@ def split(tensor, split_size_or_sections, axis=0):
 
 
 def where(condition, a, b):
-    """Elementwise ``a if condition else b`` with gradients to a and b."""
+    """Elementwise ``a if condition else b`` with gradients to a and b.
+
+    ``condition`` is a bool array or Tensor; ``a`` and ``b`` are Tensors, arrays or
+    numbers, all three broadcast together.
+    """
     cond = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
     if cond.dtype != np.bool_:
         raise TypeError(f"where: condition must be bool, got {cond.dtype}")
@@ -509,20 +588,27 @@ def where(condition, a, b):
 
 
 def tensor(data, requires_grad=False, dtype=None):
+    """``Tensor(data, requires_grad=requires_grad, dtype=dtype)`` (``torch.tensor``)."""
     return Tensor(data, requires_grad=requires_grad, dtype=dtype)
 
 
 def zeros(*shape, dtype=np.float32, requires_grad=False):
+    """A tensor of zeros; ``shape`` given as ints or one tuple, ``dtype`` float32 by
+    default, ``requires_grad`` as in ``Tensor``."""
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     return Tensor(np.zeros(shape, dtype=dtype), requires_grad=requires_grad)
 
 
 def ones(*shape, dtype=np.float32, requires_grad=False):
+    """A tensor of ones; ``shape`` given as ints or one tuple, ``dtype`` float32 by
+    default, ``requires_grad`` as in ``Tensor``."""
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     return Tensor(np.ones(shape, dtype=dtype), requires_grad=requires_grad)
 
 
 def randn(*shape, dtype=np.float32, requires_grad=False):
-    """Standard normal samples from the framework generator (see core.random)."""
+    """Standard normal samples from the framework generator (see core.random), so
+    ``manual_seed`` makes them reproducible; ``shape`` as ints or one tuple, ``dtype``
+    float32 by default, ``requires_grad`` as in ``Tensor``."""
     shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     return Tensor(get_generator().standard_normal(shape).astype(dtype), requires_grad=requires_grad)

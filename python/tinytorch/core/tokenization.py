@@ -65,6 +65,9 @@ class Tokenizer:
     Subclasses override ``fit``, ``encode``, ``decode`` and the JSON hooks. The default
     implementation is a character tokenizer whose vocabulary is the sorted set of characters
     of the training text, so ``Tokenizer("hello world")`` works as is.
+
+    Args:
+        text: optional training text (a str or a list of str) to ``fit`` right away.
     """
 
     kind = "char"
@@ -84,6 +87,7 @@ class Tokenizer:
 
     # upstream-style alias: build_vocab(corpus)
     def build_vocab(self, corpus: str | Sequence[str]) -> "Tokenizer":
+        """``fit(corpus)`` under its other common name; returns self."""
         return self.fit(corpus)
 
     def _set_vocab(self, symbols: list[str]) -> None:
@@ -92,6 +96,7 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
+        """Number of distinct ids (0 before ``fit``)."""
         return len(self.itos)
 
     def __len__(self) -> int:
@@ -103,6 +108,8 @@ class Tokenizer:
 
     # -- encode / decode --------------------------------------------------------------------
     def encode(self, text: str) -> list[int]:
+        """The ids of the characters of ``text``; ValueError names the first character
+        not in the vocabulary."""
         self._check_fitted()
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")
@@ -116,6 +123,8 @@ class Tokenizer:
         return out
 
     def decode(self, ids) -> str:
+        """The text for ``ids`` (a 1-D list, array or Tensor of ints); ValueError for an id
+        out of range."""
         self._check_fitted()
         parts = []
         for i in _as_id_list(ids):
@@ -125,22 +134,27 @@ class Tokenizer:
         return "".join(parts)
 
     def make_windows(self, text: str, context_length: int, stride: int | None = None):
-        """Encode ``text`` and cut it into next-token (inputs, targets) windows."""
+        """Encode ``text`` and cut it into next-token (inputs, targets) windows of
+        ``context_length`` tokens, starting every ``stride`` tokens (see ``make_windows``)."""
         return make_windows(self.encode(text), context_length, stride)
 
     # -- persistence ------------------------------------------------------------------------
     def to_dict(self) -> dict:
+        """The JSON-serialisable description ``save`` writes (kind and vocabulary)."""
         return {"kind": self.kind, "itos": self.itos}
 
     def _load_dict(self, d: dict) -> None:
         self._set_vocab(list(d["itos"]))
 
     def save(self, path) -> None:
+        """Write ``to_dict()`` as UTF-8 JSON to ``path``."""
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, ensure_ascii=False)
 
     @classmethod
     def load(cls, path) -> "Tokenizer":
+        """Read a tokenizer saved at ``path``; ``Tokenizer.load`` returns whichever kind was
+        saved, a subclass's ``load`` insists on that kind."""
         with open(path, "r", encoding="utf-8") as f:
             d = json.load(f)
         kinds = {"char": Tokenizer, "char+unk": CharTokenizer, "bpe": BPETokenizer}
@@ -158,7 +172,12 @@ class Tokenizer:
 
 class CharTokenizer(Tokenizer):
     """Character tokenizer. With ``unk_token`` set, id 0 is reserved for characters never seen
-    in training and ``encode`` maps them there instead of raising."""
+    in training and ``encode`` maps them there instead of raising.
+
+    Args:
+        text: optional training text to ``fit`` right away.
+        unk_token: the symbol for unknown characters (None: unknown characters raise).
+    """
 
     kind = "char+unk"
 
@@ -167,6 +186,7 @@ class CharTokenizer(Tokenizer):
         super().__init__(text)
 
     def fit(self, text):
+        """Build the vocabulary from ``text`` (the unknown token first, when set); returns self."""
         text = _require_text(text)
         symbols = sorted(set(text))
         if self.unk_token is not None:
@@ -176,9 +196,11 @@ class CharTokenizer(Tokenizer):
 
     @property
     def unk_id(self) -> int | None:
+        """0 when an unknown token is set, else None."""
         return None if self.unk_token is None else 0
 
     def encode(self, text: str) -> list[int]:
+        """The ids of the characters of ``text``; unseen ones map to ``unk_id`` when set."""
         if self.unk_token is None:
             return super().encode(text)
         self._check_fitted()
@@ -187,6 +209,7 @@ class CharTokenizer(Tokenizer):
         return [self.stoi.get(ch, 0) for ch in text]
 
     def to_dict(self) -> dict:
+        """Kind, vocabulary and unknown token, for ``save``."""
         return {"kind": self.kind, "itos": self.itos, "unk_token": self.unk_token}
 
     def _load_dict(self, d: dict) -> None:
@@ -206,6 +229,10 @@ class BPETokenizer(Tokenizer):
 
     ``train(text, vocab_size)`` learns ``vocab_size - 256`` merges (fewer if the text runs out of
     repeated pairs); ``encode`` applies them in the order they were learned.
+
+    Args:
+        vocab_size: target vocabulary size, >= 256 (the 256 byte tokens plus the merges).
+        text: optional training text to ``train`` on right away.
     """
 
     kind = "bpe"
@@ -234,15 +261,20 @@ class BPETokenizer(Tokenizer):
 
     @property
     def vocab_size(self) -> int:
+        """256 byte tokens plus the number of learned merges."""
         return 256 + len(self.merges)
 
     def _check_fitted(self) -> None:  # the 256 byte tokens always exist
         return None
 
     def fit(self, text):
+        """``train(text)`` with the constructor's vocab_size; returns self."""
         return self.train(text)
 
     def train(self, text, vocab_size: int | None = None) -> "BPETokenizer":
+        """Learn merges from ``text``: repeatedly merge the most frequent adjacent pair
+        (inside word-like chunks) until ``vocab_size`` (default: the constructor's) is
+        reached or no pair occurs twice. Replaces earlier merges; returns self."""
         text = _require_text(text)
         if vocab_size is not None:
             self._check_vocab_size(vocab_size)
@@ -296,6 +328,8 @@ class BPETokenizer(Tokenizer):
         return ids
 
     def encode(self, text: str) -> list[int]:
+        """The ids of ``text``: its UTF-8 bytes with the learned merges applied; any string
+        can be encoded."""
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")
         out: list[int] = []
@@ -304,6 +338,7 @@ class BPETokenizer(Tokenizer):
         return out
 
     def decode(self, ids) -> str:
+        """The text for ``ids``; byte sequences cut mid-character decode to U+FFFD."""
         data = bytearray()
         n = self.vocab_size
         for i in _as_id_list(ids):
@@ -315,9 +350,11 @@ class BPETokenizer(Tokenizer):
         return data.decode("utf-8", errors="replace")
 
     def token_to_bytes(self, token_id: int) -> bytes:
+        """The bytes that id ``token_id`` stands for."""
         return self.token_bytes[token_id]
 
     def to_dict(self) -> dict:
+        """Kind, target vocab_size and the merges in order, for ``save``."""
         return {"kind": self.kind, "vocab_size": self.target_vocab_size,
                 "merges": [list(p) for p in self.merges]}
 
@@ -360,7 +397,13 @@ def make_windows(ids: Iterable[int], context_length: int, stride: int | None = N
 
 
 class NextTokenDataset(_DatasetBase):
-    """A ``Dataset`` of (input, target) windows; ``__getitem__`` returns two int64 arrays."""
+    """A ``Dataset`` of (input, target) windows; ``__getitem__`` returns two int64 arrays.
+
+    Args:
+        ids: the token stream (a 1-D sequence, array or Tensor of ints).
+        context_length: tokens per window.
+        stride: distance between window starts (default ``context_length``).
+    """
 
     def __init__(self, ids, context_length: int, stride: int | None = None):
         self.inputs, self.targets = make_windows(ids, context_length, stride)
@@ -373,6 +416,7 @@ class NextTokenDataset(_DatasetBase):
         return self.inputs[idx], self.targets[idx]
 
     def get_batch(self, indices):
-        """A whole batch by fancy indexing (the DataLoader uses this when present)."""
+        """The windows at ``indices`` by fancy indexing, as (inputs, targets) each
+        [len(indices), context_length] (the DataLoader uses this when present)."""
         indices = np.asarray(indices)
         return self.inputs[indices], self.targets[indices]

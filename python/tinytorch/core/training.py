@@ -70,6 +70,35 @@ class _NoProgress:
 
 
 class Trainer:
+    """The training loop: epochs over a loader, evaluation, gradient accumulation and
+    clipping, learning-rate schedules, checkpoints.
+
+    Args:
+        model: the Layer to train; ``model(inputs)`` gives the outputs. Put in train mode
+            for ``train_epoch`` and eval mode (restored afterwards) for ``evaluate``.
+        optimizer: an Optimizer over the model's parameters (e.g. ``Adam(model.parameters())``).
+        loss_fn: ``loss_fn(outputs, targets)`` returning a scalar Tensor, e.g.
+            ``CrossEntropyLoss()`` (a reduction of "mean" or "sum", not "none").
+        scheduler: optional LRScheduler on the same optimizer, stepped once per epoch or
+            once per optimizer step (see ``scheduler_interval``).
+        grad_clip_norm: if given (> 0), ``clip_grad_norm_`` the gradients to this total
+            2-norm before every optimizer step.
+        progress: show a progress bar (tqdm when installed, else a one-line counter):
+            None shows it only when stderr is a terminal; True/False force it.
+        scheduler_interval: ``"epoch"`` (default) or ``"step"``.
+
+    Batches are ``(inputs, targets)`` pairs of Tensors or arrays, e.g. from a DataLoader.
+    ``epoch``, ``global_step`` (optimizer steps) and ``history`` (lists ``train_loss``,
+    ``eval_loss``, ``eval_accuracy``) record progress.
+
+    Example::
+
+        trainer = Trainer(model, Adam(model.parameters(), lr=1e-3), CrossEntropyLoss())
+        for epoch in range(5):
+            train_loss = trainer.train_epoch(train_loader)
+            val_loss, val_acc = trainer.evaluate(val_loader)
+    """
+
     def __init__(self, model, optimizer, loss_fn, scheduler=None, grad_clip_norm=None,
                  progress=None, scheduler_interval: str = "epoch"):
         if scheduler_interval not in ("epoch", "step"):
@@ -117,6 +146,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ loops
     def train_epoch(self, loader, accumulation_steps: int = 1) -> float:
+        """Train one pass over ``loader`` and return the mean loss per sample.
+
+        Args:
+            loader: an iterable of ``(inputs, targets)`` batches (a DataLoader).
+            accumulation_steps: micro-batches whose gradients are summed (each loss
+                scaled by 1/steps) before one optimizer step, >= 1. A short final window
+                is rescaled so it still averages.
+        """
         if accumulation_steps < 1:
             raise ValueError(f"train_epoch: accumulation_steps must be >= 1, got {accumulation_steps}")
         self.model.train()
@@ -153,7 +190,9 @@ class Trainer:
         return mean
 
     def evaluate(self, loader):
-        """Mean loss and accuracy (None when outputs are not class scores)."""
+        """Evaluate on ``loader`` without recording gradients; returns
+        ``(mean_loss, accuracy)``. Accuracy (argmax over axis 1) is reported when outputs
+        are class scores (N, C) and targets integer labels (N,), else None."""
         self.model.eval()
         total_loss, total, correct, classify = 0.0, 0, 0, True
         try:
@@ -180,6 +219,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path) -> None:
+        """Write model parameters, optimizer state, scheduler state, the epoch and step
+        counters, the history and the framework RNG state to one ``.npz`` at ``path``."""
         arrays, meta = {}, {"epoch": self.epoch, "global_step": self.global_step,
                             "rng_state": tt_random.get_rng_state(), "history": self.history}
         for name, value in self.model.state_dict().items():
@@ -198,6 +239,8 @@ class Trainer:
         np.savez(path, **arrays)
 
     def load_checkpoint(self, path) -> None:
+        """Restore everything ``save_checkpoint`` wrote to ``path`` (no pickles), so training
+        continues exactly (dropout masks included); ValueError if it is not a checkpoint."""
         with np.load(path, allow_pickle=False) as f:
             data = {k: f[k] for k in f.files}
         if "meta" not in data:

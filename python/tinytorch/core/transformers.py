@@ -75,7 +75,16 @@ class LayerNormFunction(Function):
 
 
 class LayerNorm(Layer):
-    """PyTorch's LayerNorm over the trailing ``normalized_shape`` dims (weight 1, bias 0)."""
+    """PyTorch's LayerNorm over the trailing ``normalized_shape`` dims (weight 1, bias 0).
+
+    Args:
+        normalized_shape: int or tuple: the trailing dims to normalise over (usually the
+            embedding size D); the input is (..., *normalized_shape).
+        eps: added to the variance (biased, like PyTorch) before the square root.
+        elementwise_affine: learn a per-element weight (and bias) of normalized_shape.
+        bias: with elementwise_affine, also learn the bias.
+        dtype: dtype of the weight and bias (float32).
+    """
 
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
                  bias: bool = True, dtype=np.float32):
@@ -88,6 +97,8 @@ class LayerNorm(Layer):
         self.bias = Parameter(np.zeros(self.normalized_shape, dtype=dtype)) if elementwise_affine and bias else None
 
     def forward(self, x):
+        """Normalise ``x`` (..., *normalized_shape) to zero mean and unit variance over the
+        trailing dims, then scale and shift."""
         if not isinstance(x, Tensor):
             x = Tensor(x)
         n = len(self.normalized_shape)
@@ -96,6 +107,7 @@ class LayerNorm(Layer):
         return LayerNormFunction.apply(x, self.weight, self.bias, eps=self.eps, ndims=n)
 
     def extra_repr(self):
+        """``normalized_shape, eps=...`` for repr()."""
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
@@ -122,7 +134,16 @@ class LinearBiasGELUFunction(Function):
 
 
 class MLP(Layer):
-    """Position-wise feed-forward: fc2(gelu_tanh(fc1(x)))."""
+    """Position-wise feed-forward: fc2(gelu_tanh(fc1(x))), then dropout.
+
+    Args:
+        embed_dim: input and output width D.
+        hidden_dim: width of the hidden layer (default 4 * embed_dim).
+        bias: whether fc1 and fc2 have biases (fc1's bias is fused into the GELU).
+        dropout: dropout probability on the output (training mode only).
+
+    Shape: (..., D) -> (..., D).
+    """
 
     def __init__(self, embed_dim: int, hidden_dim: int | None = None, bias: bool = True, dropout: float = 0.0):
         hidden_dim = 4 * embed_dim if hidden_dim is None else hidden_dim
@@ -132,6 +153,7 @@ class MLP(Layer):
         self.dropout = Dropout(dropout)
 
     def forward(self, x):
+        """fc2(gelu(fc1(x))) for ``x`` (..., embed_dim), fused when fc1 is a plain Linear."""
         if not isinstance(x, Tensor):
             x = Tensor(x)
         if type(self.fc1) is Linear and self.fc1.bias is not None:
@@ -143,7 +165,9 @@ class MLP(Layer):
         return self.dropout(self.fc2(h))
 
     def flops(self, input_shapes, output_shape) -> int:
-        """GEMM FLOPs of one call (the profiler asks: the fused path never calls fc1.forward)."""
+        """GEMM FLOPs of one call (the profiler asks: the fused path never calls fc1.forward).
+        ``input_shapes`` is the list of input shapes (the first is (..., D)); ``output_shape``
+        is accepted for the profiler's protocol and not needed."""
         rows = int(np.prod(input_shapes[0][:-1]))
         return 2 * rows * (self.embed_dim * self.hidden_dim + self.hidden_dim * self.embed_dim)
 
@@ -151,7 +175,16 @@ class MLP(Layer):
 # ============================================================================ block
 
 class TransformerBlock(Layer):
-    """Pre-LN block: x + attn(ln1(x)), then x + mlp(ln2(x)); causal self-attention by default."""
+    """Pre-LN block: x + attn(ln1(x)), then x + mlp(ln2(x)); causal self-attention by default.
+
+    Args:
+        embed_dim: model width D; input and output are [B, T, D].
+        num_heads: attention heads (must divide embed_dim).
+        mlp_ratio: the MLP's hidden width is mlp_ratio * embed_dim.
+        dropout: dropout probability in attention, the MLP and the residual branch.
+        causal: each position attends only to itself and earlier positions.
+        bias: whether the projections have biases.
+    """
 
     def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: int = 4, dropout: float = 0.0,
                  causal: bool = True, bias: bool = True):
@@ -163,6 +196,8 @@ class TransformerBlock(Layer):
         self.causal = bool(causal)
 
     def forward(self, x, kv_cache=None):
+        """``x`` [B, T, D] -> [B, T, D]. ``kv_cache`` (a LayerKVCache) makes the attention
+        append this call's keys/values and attend over the cached ones too."""
         x = x + self.resid_dropout(self.attn(self.ln1(x), causal=self.causal, kv_cache=kv_cache))
         return x + self.mlp(self.ln2(x))
 
@@ -171,7 +206,14 @@ class TransformerBlock(Layer):
 
 def sample_next_token(logits: np.ndarray, temperature: float = 1.0, top_k: int | None = None,
                       rng: np.random.Generator | None = None) -> np.ndarray:
-    """One token id per row of ``logits`` [B, V]. temperature 0 means greedy (argmax)."""
+    """One token id per row of ``logits`` [B, V] (an int array [B]).
+
+    Args:
+        logits: unnormalised scores, an array [B, V].
+        temperature: divides the logits; 0 means greedy (argmax), < 1 sharpens, > 1 flattens.
+        top_k: sample only among the k highest logits of each row (None: all).
+        rng: NumPy Generator to draw from (default: the framework generator).
+    """
     logits = np.asarray(logits, dtype=np.float64)
     if temperature == 0:
         return logits.argmax(axis=-1)
@@ -191,7 +233,18 @@ def sample_next_token(logits: np.ndarray, temperature: float = 1.0, top_k: int |
 # ============================================================================ GPT
 
 class GPT(Layer):
-    """Decoder-only transformer language model. ``forward(idx [B, T]) -> logits [B, T, vocab]``."""
+    """Decoder-only transformer language model. ``forward(idx [B, T]) -> logits [B, T, vocab]``.
+
+    Args:
+        vocab_size: number of token ids V.
+        embed_dim: model width D (divisible by num_heads).
+        num_layers: number of TransformerBlocks (may be 0).
+        num_heads: attention heads per block.
+        max_seq_len: context window: the most positions one forward may see.
+        dropout: dropout probability throughout (training mode only).
+
+    GPT-2's initialisation (see the module docstring), from the framework generator.
+    """
 
     input_dtype = np.int64  # what a profiler should feed it
 
@@ -229,6 +282,7 @@ class GPT(Layer):
 
     @property
     def head_dim(self) -> int:
+        """``embed_dim // num_heads``."""
         return self.embed_dim // self.num_heads
 
     def _check_idx(self, idx, offset: int = 0) -> np.ndarray:
@@ -241,7 +295,8 @@ class GPT(Layer):
         return arr
 
     def forward(self, idx, kv_cache=None):
-        """Logits for every position. With ``kv_cache`` the ids continue the cached sequence."""
+        """Logits [B, T, vocab_size] for every position of ``idx``, integer ids [B, T] with
+        T <= max_seq_len. With ``kv_cache`` (a KVCache) the ids continue the cached sequence."""
         offset = 0 if kv_cache is None else kv_cache.length
         arr = self._check_idx(idx, offset)
         x = self.token_embedding(arr)
@@ -261,6 +316,10 @@ class GPT(Layer):
         The context is the last ``max_seq_len`` tokens. ``seed`` makes sampling reproducible
         without touching the framework generator; without it the framework generator is used.
         Returns the same kind as ``idx`` (ndarray or Tensor), with the prompt first.
+
+        ``temperature`` and ``top_k`` shape the sampling as in ``sample_next_token``
+        (temperature 0 is greedy). ``use_cache=True`` decodes through a KV cache (one new
+        token per step instead of re-running the whole context), with the same logits.
         """
         tensor_in = isinstance(idx, Tensor)
         arr = check_token_ids(idx, self.vocab_size, "GPT.generate")
@@ -299,5 +358,6 @@ class GPT(Layer):
         return Tensor(out) if tensor_in else out
 
     def extra_repr(self):
+        """The constructor sizes for repr()."""
         return (f"vocab_size={self.vocab_size}, embed_dim={self.embed_dim}, num_layers={self.num_layers}, "
                 f"num_heads={self.num_heads}, max_seq_len={self.max_seq_len}")

@@ -1,6 +1,6 @@
 """tinytorch.extensions: one file per systems optimisation, each plugging into one boundary.
 
-    autograd boundary        checkpoint, checkpoint_sequential          (checkpoint.py)
+    autograd boundary        checkpoint, checkpoint_sequential          (activation_checkpoint.py)
     architecture boundary    LoRALinear, inject_lora, lora_state_dict   (lora.py)
     training dynamics        LossScaler, DynamicLossScaler              (loss_scaler.py)
                              to_half, MixedPrecisionOptimizer           (mixed_precision.py)
@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..core.acceleration import last_path, use_native
 from .template import scaled_matmul
 from .lora import LoRALinear, inject_lora, lora_state_dict, load_lora_state_dict
-from .checkpoint import checkpoint, checkpoint_sequential
+from .activation_checkpoint import checkpoint, checkpoint_sequential
 from .loss_scaler import LossScaler, DynamicLossScaler
 from .mixed_precision import to_half, to_float, MixedPrecisionOptimizer
 from .optimizers import Lion, Muon

@@ -46,7 +46,18 @@ __all__ = ["LoRALinear", "inject_lora", "lora_state_dict", "load_lora_state_dict
 
 def lora_linear(x, weight, bias, lora_A, lora_B, scaling: float, dropout: float = 0.0,
                 training: bool = False):
-    """``x W + b + scaling * dropout(x) A B`` for x of shape (..., in). Tensors in, Tensor out."""
+    """``x W + b + scaling * dropout(x) A B`` for x of shape (..., in). Tensors in, Tensor out.
+
+    Args:
+        x: input Tensor (..., in).
+        weight: base weight (in, out); frozen or not, it is an ordinary operand.
+        bias: base bias (out,) or None.
+        lora_A: down-projection (in, r).
+        lora_B: up-projection (r, out).
+        scaling: multiplies the low-rank path (alpha / r in the layer).
+        dropout: dropout probability on the adapter's input.
+        training: apply the dropout (only when True and dropout > 0).
+    """
     base = LinearFunction.apply(x, weight, bias)
     xd = DropoutFunction.apply(x, dropout) if (training and dropout > 0.0) else x
     # Scale the narrow (..., r) intermediate rather than the (..., out) result: r << out.
@@ -55,7 +66,21 @@ def lora_linear(x, weight, bias, lora_A, lora_B, scaling: float, dropout: float 
 
 
 class LoRALinear(Layer):
-    """A frozen ``Linear`` plus a trainable low-rank update (see the module docstring)."""
+    """A frozen ``Linear`` plus a trainable low-rank update (see the module docstring):
+    ``y = x W0 + b + (alpha / rank) * dropout(x) A B``.
+
+    Args:
+        in_features: size of the input's last axis.
+        out_features: size of the output's last axis.
+        rank: r, the inner size of the adapter (A is (in, r), B is (r, out)).
+        alpha: scaling numerator; None means alpha = rank (scaling 1).
+        dropout: dropout probability in [0, 1) on the adapter's input (training only).
+        bias: whether the (frozen) base layer has a bias.
+        dtype: dtype of a newly made base layer (float32). Use ``from_linear`` to wrap a
+            pretrained Linear instead.
+
+    ``parameters()`` is ``[lora_A, lora_B]``; the base weight and bias are frozen.
+    """
 
     def __init__(self, in_features: int, out_features: int, rank: int = 4, alpha=None,
                  dropout: float = 0.0, bias: bool = True, dtype=np.float32, _base: Linear = None):
@@ -85,7 +110,8 @@ class LoRALinear(Layer):
 
     @classmethod
     def from_linear(cls, linear: Linear, rank: int = 4, alpha=None, dropout: float = 0.0) -> "LoRALinear":
-        """Wrap a pretrained ``Linear``: its weight and bias Tensors are reused, not copied."""
+        """Wrap a pretrained ``linear``: its weight and bias Tensors are reused, not copied
+        (and frozen). ``rank``, ``alpha`` and ``dropout`` as in the constructor."""
         if not isinstance(linear, Linear):
             raise TypeError(f"LoRALinear.from_linear: expected a Linear, got {type(linear).__name__}")
         d, k = linear.weight.data.shape
@@ -95,10 +121,12 @@ class LoRALinear(Layer):
     # -- the names the guide and optimizers use
     @property
     def A(self) -> Parameter:
+        """``lora_A``, the (in_features, rank) down-projection."""
         return self.lora_A
 
     @property
     def B(self) -> Parameter:
+        """``lora_B``, the (rank, out_features) up-projection (zero at init)."""
         return self.lora_B
 
     def parameters(self):
@@ -106,6 +134,8 @@ class LoRALinear(Layer):
         return [self.lora_A, self.lora_B]
 
     def forward(self, x):
+        """``x`` (..., in_features) -> (..., out_features). A Tensor gives a Tensor on the tape;
+        an array gives an array computed without recording. After ``merge()`` one GEMM."""
         as_array = not isinstance(x, Tensor)
         if as_array:
             x = np.asarray(x)
@@ -141,6 +171,7 @@ class LoRALinear(Layer):
         self.merged = False
 
     def extra_repr(self) -> str:
+        """Sizes, rank, alpha, dropout and merged state for repr()."""
         return (f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}, "
                 f"alpha={self.alpha:g}, dropout={self.dropout:g}, merged={self.merged}")
 
@@ -159,6 +190,13 @@ def inject_lora(model: Layer, target_layers, rank: int = 8, alpha=None, dropout:
     "blocks.0.attn.q_proj") or as a glob ("blocks.*.attn.*_proj"). Returns the replaced
     names in model order; raises ValueError listing the available Linear names when
     nothing matches.
+
+    Args:
+        model: the Layer to modify in place.
+        target_layers: a name or a list of names/globs of Linear sub-layers.
+        rank: adapter rank r of each injected layer.
+        alpha: scaling numerator (None: alpha = rank).
+        dropout: adapter dropout probability.
     """
     if not isinstance(model, Layer):
         raise TypeError(f"inject_lora: expected a Layer, got {type(model).__name__}")
@@ -194,13 +232,16 @@ def _adapter_items(model: Layer):
 
 
 def lora_state_dict(model: Layer) -> "OrderedDict[str, np.ndarray]":
-    """Copies of every adapter array, keyed like ``state_dict()`` ("blocks.0.attn.q_proj.lora_A")."""
+    """Copies of every adapter array of ``model``, keyed like ``state_dict()``
+    ("blocks.0.attn.q_proj.lora_A"): the few arrays a fine-tune needs to save."""
     return OrderedDict((name, p.data.copy()) for name, p in _adapter_items(model))
 
 
 def load_lora_state_dict(model: Layer, state) -> None:
-    """Load adapters saved by ``lora_state_dict`` (a dict or an ``np.load`` result).
-    Keys must match exactly; a missing, unexpected or mis-shaped key raises naming it."""
+    """Load adapters saved by ``lora_state_dict`` into ``model`` (which must already hold the
+    LoRALinear layers, e.g. after the same ``inject_lora``). ``state`` is a dict or an
+    ``np.load`` result. Keys must match exactly; a missing, unexpected or mis-shaped key
+    raises naming it."""
     own = OrderedDict(_adapter_items(model))
     if not own:
         raise ValueError("load_lora_state_dict: the model has no LoRALinear layers (run inject_lora first)")

@@ -64,7 +64,15 @@ def grads_are_finite(grads) -> bool:
 
 
 class LossScaler:
-    """Fixed loss scale (see the module docstring for the protocol)."""
+    """Fixed loss scale (see the module docstring for the protocol): ``torch.amp.GradScaler``'s
+    interface with a constant S (no growth, no back-off; steps with inf/NaN are still skipped).
+
+    Args:
+        scale: the factor S the loss is multiplied by, positive and finite (2^16 default).
+
+    ``steps_skipped`` counts steps skipped for inf/NaN gradients; ``history`` has one dict
+    per ``step()`` (scale, found_inf, skipped).
+    """
 
     def __init__(self, scale: float = 65536.0):
         scale = float(scale)
@@ -77,6 +85,7 @@ class LossScaler:
 
     # -------------------------------------------------------------- scaling the loss
     def get_scale(self) -> float:
+        """The current scale S."""
         return self._scale
 
     def scale(self, loss):
@@ -89,6 +98,8 @@ class LossScaler:
         return np.asarray(loss, dtype=np.float32) * np.float32(self._scale)
 
     def backward(self, loss, retain_graph: bool = False) -> None:
+        """``scale(loss).backward(retain_graph=retain_graph)``: backpropagate the scaled
+        ``loss`` (a scalar Tensor), so every gradient is multiplied by S."""
         if not isinstance(loss, Tensor):
             raise TypeError(f"{type(self).__name__}.backward: expected a Tensor loss, got {type(loss).__name__}")
         self.scale(loss).backward(retain_graph=retain_graph)
@@ -149,7 +160,8 @@ class LossScaler:
         self._per_optimizer.clear()
 
     def update(self, new_scale=None) -> None:
-        """End the iteration; ``new_scale`` (a positive number) replaces the scale."""
+        """End the iteration; ``new_scale`` (a positive number or one-element Tensor), when
+        given, replaces the scale."""
         if new_scale is not None:
             new_scale = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
             if not np.isfinite(new_scale) or new_scale <= 0:
@@ -164,9 +176,11 @@ class LossScaler:
 
     # -------------------------------------------------------------- state
     def state_dict(self) -> dict:
+        """``{"scale": S}``, for checkpoints."""
         return {"scale": self._scale}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore the scale from a ``state_dict()`` ``state``; KeyError without "scale"."""
         if "scale" not in state:
             raise KeyError(f"{type(self).__name__}.load_state_dict: missing key 'scale' (got {sorted(state)})")
         self._scale = float(state["scale"])
@@ -176,7 +190,17 @@ class LossScaler:
 
 
 class DynamicLossScaler(LossScaler):
-    """Loss scale that backs off on overflow and grows after ``growth_interval`` clean steps."""
+    """Loss scale that backs off on overflow and grows after ``growth_interval`` clean steps
+    (``torch.amp.GradScaler``'s rule).
+
+    Args:
+        init_scale: the starting scale S (2^16).
+        growth_factor: S is multiplied by this (> 1) after ``growth_interval`` consecutive
+            steps without inf/NaN gradients.
+        backoff_factor: S is multiplied by this (in (0, 1)) in an iteration that found
+            inf/NaN; that step is skipped.
+        growth_interval: clean steps between growths, a positive int.
+    """
 
     def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000):
@@ -198,7 +222,8 @@ class DynamicLossScaler(LossScaler):
 
     def update(self, new_scale=None) -> None:
         """Back off on overflow in this iteration (and reset the clean-step counter), or
-        count a clean step and grow the scale every ``growth_interval`` of them."""
+        count a clean step and grow the scale every ``growth_interval`` of them.
+        ``new_scale``, when given, sets the scale instead and resets the counter."""
         if new_scale is not None:
             super().update(new_scale)
             self._growth_tracker = 0
@@ -220,11 +245,13 @@ class DynamicLossScaler(LossScaler):
         self._per_optimizer.clear()
 
     def state_dict(self) -> dict:
+        """Scale, factors, interval and the clean-step counter, for checkpoints."""
         return {"scale": self._scale, "growth_factor": self.growth_factor,
                 "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval,
                 "_growth_tracker": self._growth_tracker}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore every field of a ``state_dict()`` ``state``; KeyError names missing keys."""
         missing = [k for k in ("scale", "growth_factor", "backoff_factor", "growth_interval",
                                "_growth_tracker") if k not in state]
         if missing:

@@ -76,7 +76,16 @@ def to_float(model: Layer) -> Layer:
 
 
 class MixedPrecisionOptimizer(Optimizer):
-    """Float32 master weights for a float16 model (see the module docstring)."""
+    """Float32 master weights for a float16 model (see the module docstring).
+
+    Args:
+        params: the model's parameters (or the model); trainable float16 ones get a float32
+            master copy, float32 ones are their own master, frozen ones are ignored.
+        optimizer_cls: the Optimizer class run on the masters (AdamW by default).
+        optimizer_kwargs: its keyword arguments (lr, betas, weight_decay, ...).
+
+    ``params`` of this object are the masters; ``model_params`` the model's own Tensors.
+    """
 
     def __init__(self, params, optimizer_cls=AdamW, **optimizer_kwargs):
         if isinstance(optimizer_cls, Optimizer) or not (isinstance(optimizer_cls, type)
@@ -109,6 +118,7 @@ class MixedPrecisionOptimizer(Optimizer):
     # lr lives in the wrapped optimizer, so schedulers attached to this one drive it.
     @property
     def lr(self):
+        """The wrapped optimizer's learning rate (setting it sets the wrapped one's)."""
         return self.inner.lr if self.inner is not None else self._lr
 
     @lr.setter
@@ -127,6 +137,8 @@ class MixedPrecisionOptimizer(Optimizer):
         self._synced = True
 
     def step(self) -> None:
+        """Sync gradients, step the wrapped optimizer on the float32 masters and write them
+        back (rounded) into the model's float16 arrays."""
         self.sync_grads()
         self.step_count += 1
         self.inner.step()
@@ -137,6 +149,7 @@ class MixedPrecisionOptimizer(Optimizer):
         self._synced = False
 
     def zero_grad(self) -> None:
+        """Clear the gradients of both the model parameters and the masters."""
         for p in self.model_params:
             p.grad = None
         for m in self.params:
@@ -144,10 +157,13 @@ class MixedPrecisionOptimizer(Optimizer):
         self._synced = False
 
     def state_dict(self) -> dict:
+        """The wrapped optimizer's state, copies of the float32 masters and the step count."""
         return {"inner": self.inner.state_dict(), "master": [m.data.copy() for m in self.params],
                 "step_count": self.step_count}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a ``state_dict()``: the wrapped optimizer's state and the masters (copied
+        back into the float16 model too)."""
         masters = state_dict.get("master")
         if masters is None or "inner" not in state_dict:
             raise KeyError(f"MixedPrecisionOptimizer.load_state_dict: expected keys 'inner' and 'master', "

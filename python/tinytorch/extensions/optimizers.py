@@ -49,7 +49,15 @@ __all__ = ["Lion", "Muon", "newton_schulz_orthogonalize"]
 
 
 class Lion(Optimizer):
-    """Lion: sign of an interpolated momentum, decoupled weight decay (see module docstring)."""
+    """Lion: sign of an interpolated momentum, decoupled weight decay (see module docstring).
+
+    Args:
+        params: Tensors (or a Layer) to optimise.
+        lr: learning rate (default 1e-4; Lion wants ~3-10x less than AdamW).
+        betas: (beta1, beta2): beta1 interpolates the update direction, beta2 is the
+            momentum decay; each in [0, 1].
+        weight_decay: decoupled decay, ``p *= 1 - lr * weight_decay``.
+    """
 
     hyper_names = ("lr", "betas", "weight_decay")
 
@@ -81,7 +89,10 @@ class Lion(Optimizer):
 def newton_schulz_orthogonalize(u: np.ndarray, steps: int = 5,
                                 coefficients=(3.4445, -4.775, 2.0315), eps: float = 1e-7) -> np.ndarray:
     """Approximate the semi-orthogonal factor of a 2-D ``u`` (U V^T of its SVD) with the
-    quintic Newton-Schulz iteration; the result has singular values near 1."""
+    quintic Newton-Schulz iteration; the result has singular values near 1.
+
+    ``steps`` iterations of ``X = a X + (b A + c A A) X`` with A = X X^T and
+    (a, b, c) = ``coefficients``, after normalising u by max(||u||_F, ``eps``)."""
     if u.ndim != 2:
         raise ValueError(f"newton_schulz_orthogonalize: expected a matrix, got shape {u.shape}")
     a, b, c = coefficients
@@ -97,7 +108,23 @@ def newton_schulz_orthogonalize(u: np.ndarray, steps: int = 5,
 
 
 class Muon(Optimizer):
-    """Muon: momentum orthogonalised by Newton-Schulz, for 2-D weights (see module docstring)."""
+    """Muon: momentum orthogonalised by Newton-Schulz, for 2-D weights (see module docstring).
+
+    Args:
+        params: Tensors (or a Layer) to optimise.
+        lr: learning rate of the matrix updates.
+        momentum: momentum factor in [0, 1).
+        nesterov: use the Nesterov form of the momentum.
+        ns_steps: Newton-Schulz iterations per step (0 skips orthogonalisation).
+        weight_decay: decoupled decay for every parameter (matrices and fallback).
+        ns_coefficients: (a, b, c) of the quintic iteration.
+        eps: floor of the Frobenius norm when normalising the update.
+        adjust_lr_fn: None or "original" (lr * sqrt(max(1, fan_out / fan_in))) or
+            "match_rms_adamw" (lr * 0.2 * sqrt(max(fan_in, fan_out))).
+        fallback_lr: AdamW learning rate for parameters with fewer than two axes.
+        fallback_betas: AdamW betas for those parameters.
+        fallback_eps: AdamW eps for those parameters.
+    """
 
     hyper_names = ("lr", "momentum", "nesterov", "ns_steps", "weight_decay", "ns_coefficients", "eps",
                    "fallback_lr", "fallback_betas", "fallback_eps")

@@ -73,10 +73,13 @@ class SimdMatmulFunction(Function):
     """out = a @ b (NumPy batching); grads g @ b^T and a^T @ g through the same GEMM."""
 
     def forward(self, a, b):
+        """``a @ b`` for arrays a (..., M, K) and b (..., K, N), always on the native GEMM
+        when it is loaded (``any_size=True``)."""
         self.a, self.b = a, b
         return _acc.matmul(a, b, any_size=True)
 
     def backward(self, grad_output):
+        """(grad_output @ b^T, a^T @ grad_output), through the same kernel."""
         g = grad_output.astype(self.a.dtype, copy=False)
         return _acc.matmul_backward(self.a, self.b, g, self.needs_input_grad[:2], any_size=True)
 
@@ -85,10 +88,12 @@ class FusedBiasGeluFunction(Function):
     """y = gelu_tanh(x + bias); grads from one fused pass (grad_x and the bias sum)."""
 
     def forward(self, x, bias):
+        """gelu_tanh(x + bias) for x (..., D) and bias (D,) or None, in one fused pass."""
         self.x, self.bias = x, bias
         return _acc.bias_gelu(x, bias, any_size=True)
 
     def backward(self, grad_output):
+        """(grad_x, grad_bias) from ``grad_output`` in one fused pass (None for no bias)."""
         g = grad_output.astype(self.x.dtype, copy=False)
         return _acc.bias_gelu_backward(self.x, self.bias, g, any_size=True)
 
@@ -107,7 +112,11 @@ def _data(x, who: str, name: str) -> np.ndarray:
 
 def simd_matmul(a, b):
     """``a @ b`` on the SIMD GEMM. ndarray inputs give an ndarray; any Tensor input gives a
-    Tensor that records the operation for backward."""
+    Tensor that records the operation for backward.
+
+    ``a`` (..., M, K) and ``b`` (..., K, N), Tensors or arrays with broadcastable batch
+    dims; float32 and float64 stay, other real dtypes become float32, and float32 mixed
+    with float64 computes in float64."""
     a_arr = _as_kernel_dtype(_data(a, "simd_matmul", "a"), "simd_matmul")
     b_arr = _as_kernel_dtype(_data(b, "simd_matmul", "b"), "simd_matmul")
     if a_arr.ndim < 2 or b_arr.ndim < 2:
@@ -128,8 +137,9 @@ def simd_matmul(a, b):
 
 
 def simd_fused_bias_gelu(x, bias=None):
-    """``gelu_tanh(x + bias)`` in one fused pass; x is [..., D], bias is (D,) or None.
-    ndarray inputs give an ndarray; any Tensor input gives a Tensor on the tape."""
+    """``gelu_tanh(x + bias)`` in one fused pass; ``x`` is [..., D], ``bias`` is (D,) or None.
+    ndarray inputs give an ndarray; any Tensor input gives a Tensor on the tape. Dtypes
+    follow ``simd_matmul``'s rule."""
     x_arr = _as_kernel_dtype(_data(x, "simd_fused_bias_gelu", "x"), "simd_fused_bias_gelu")
     if x_arr.ndim < 1:
         raise ValueError("simd_fused_bias_gelu: x must have shape [..., D], got a scalar")

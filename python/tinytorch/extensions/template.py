@@ -81,6 +81,8 @@ class ScaledMatmulFunction(Function):
     """out = alpha * a @ b with a: (..., K), b: (K, N)."""
 
     def forward(self, a, b, alpha):
+        """``alpha * a @ b`` for arrays a (..., K) and b (K, N); ``alpha`` a Python float
+        applied inside the GEMM (no extra pass)."""
         lead = a.shape[:-1]
         a2 = a.reshape(_rows(lead), a.shape[-1])
         self.a2, self.b, self.alpha, self.lead = a2, b, alpha, lead
@@ -88,6 +90,8 @@ class ScaledMatmulFunction(Function):
         return out.reshape(lead + (b.shape[1],))
 
     def backward(self, grad_output):
+        """(alpha grad_output b^T, alpha a^T grad_output), each one GEMM with alpha folded
+        in; None for alpha."""
         # The door's matmul_backward has no alpha: calling it and scaling afterwards would
         # cost the extra pass over each gradient that this file exists to remove. So the
         # two GEMMs of the matmul backward are written here, each with alpha in the raw call.
@@ -117,7 +121,10 @@ def _check(a: np.ndarray, b: np.ndarray, alpha) -> float:
 
 def scaled_matmul(a, b, alpha: float = 1.0):
     """``alpha * a @ b``. ndarray inputs give an ndarray; any Tensor input gives a Tensor
-    that records the operation for backward."""
+    that records the operation for backward.
+
+    ``a`` is (..., K), ``b`` (K, N), both floating point (Tensors or arrays); ``alpha`` a
+    Python number. Returns (..., N)."""
     if not isinstance(a, (Tensor, np.ndarray)) or not isinstance(b, (Tensor, np.ndarray)):
         raise TypeError(f"scaled_matmul: expected Tensor or ndarray inputs, got "
                         f"{type(a).__name__} and {type(b).__name__}")

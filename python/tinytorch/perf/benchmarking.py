@@ -67,6 +67,7 @@ class PreciseTimer:
 
     @property
     def elapsed_ns(self) -> int:
+        """Nanoseconds since the block started (running inside it, final after it)."""
         if self._start_ns is None:
             raise RuntimeError("precise_timer has not been started: use it as `with precise_timer() as t:`")
         end = self._end_ns if self._end_ns is not None else time.perf_counter_ns()
@@ -74,10 +75,12 @@ class PreciseTimer:
 
     @property
     def elapsed(self) -> float:
+        """``elapsed_ns`` in seconds."""
         return self.elapsed_ns * 1e-9
 
     @property
     def elapsed_ms(self) -> float:
+        """``elapsed_ns`` in milliseconds."""
         return self.elapsed_ns * 1e-6
 
 
@@ -88,7 +91,15 @@ def precise_timer() -> PreciseTimer:
 
 @dataclass
 class BenchmarkResult:
-    """Statistics over repeated measurements (``values``, in ``unit``)."""
+    """Statistics over repeated measurements (``values``, in ``unit``).
+
+    Args:
+        name: label shown by ``str()`` and ``to_dict()``.
+        values: the measurements (any array-like, flattened to float64; at least one, all
+            finite).
+        unit: their unit ("s" by default; ``str()`` shows seconds as ms).
+        metadata: free-form extra information, carried along.
+    """
 
     name: str
     values: np.ndarray
@@ -105,47 +116,58 @@ class BenchmarkResult:
 
     @property
     def count(self) -> int:
+        """Number of measurements."""
         return int(self.values.size)
 
     @property
     def mean(self) -> float:
+        """Arithmetic mean."""
         return float(self.values.mean())
 
     @property
     def median(self) -> float:
+        """Median (the 50th percentile)."""
         return float(np.median(self.values))
 
     @property
     def std(self) -> float:
+        """Sample standard deviation (n - 1 in the divisor); 0 for one measurement."""
         # Sample standard deviation (n - 1); zero for a single measurement.
         return float(self.values.std(ddof=1)) if self.count > 1 else 0.0
 
     @property
     def min(self) -> float:
+        """Smallest measurement."""
         return float(self.values.min())
 
     @property
     def max(self) -> float:
+        """Largest measurement."""
         return float(self.values.max())
 
     def percentile(self, q: float) -> float:
+        """The ``q``-th percentile, q in [0, 100], by linear interpolation (NumPy's default)."""
         if not 0 <= q <= 100:
             raise ValueError(f"percentile must be in [0, 100], got {q}")
         return float(np.percentile(self.values, q))
 
     @property
     def p50(self) -> float:
+        """50th percentile."""
         return self.percentile(50)
 
     @property
     def p90(self) -> float:
+        """90th percentile (MLPerf's single-stream metric)."""
         return self.percentile(90)
 
     @property
     def p99(self) -> float:
+        """99th percentile."""
         return self.percentile(99)
 
     def to_dict(self) -> dict:
+        """Name, unit and every statistic as a plain dict (JSON-friendly)."""
         return {"name": self.name, "unit": self.unit, "count": self.count, "mean": self.mean,
                 "median": self.median, "std": self.std, "min": self.min, "max": self.max,
                 "p50": self.p50, "p90": self.p90, "p99": self.p99}
@@ -160,7 +182,9 @@ class BenchmarkResult:
 
 def benchmark(fn, *args, warmup: int = 3, iterations: int = 20, name: str | None = None,
               **kwargs) -> BenchmarkResult:
-    """Call ``fn(*args, **kwargs)`` ``warmup`` times untimed, then ``iterations`` times timed."""
+    """Call ``fn(*args, **kwargs)`` ``warmup`` times untimed, then ``iterations`` times timed;
+    returns a BenchmarkResult of the timed calls in seconds, labelled ``name`` (default:
+    fn's ``__name__``)."""
     if not callable(fn):
         raise TypeError(f"benchmark needs a callable, got {type(fn).__name__}")
     if not isinstance(warmup, int) or warmup < 0:
@@ -193,7 +217,13 @@ def _to_numpy(x) -> np.ndarray:
 
 
 class MLPerf:
-    """MLPerf-inference-style runner for one model on one machine."""
+    """MLPerf-inference-style runner for one model on one machine.
+
+    Args:
+        warmup: untimed single-sample calls before measuring.
+        offline_batch_size: batch size of the offline scenario.
+        seed: seed of the synthetic inputs made when no ``test_inputs`` are given.
+    """
 
     def __init__(self, warmup: int = 3, offline_batch_size: int = 32, seed: int = 0):
         if offline_batch_size < 1:
@@ -247,7 +277,22 @@ class MLPerf:
                                num_samples: int = 64) -> dict:
         """Run the scenarios and return a dict of metrics (times in ms, memory in bytes).
 
-        ``num_queries`` single-stream queries cycle through the samples (default: one per sample).
+        Args:
+            model: a callable taking one batch (a Tensor) and returning scores; a Layer is
+                run in eval mode without gradient recording.
+            benchmark_name: label of the run; one of ``STANDARD_BENCHMARKS`` lets inputs be
+                synthesised from its shape when ``test_inputs`` is None.
+            test_inputs: samples along axis 0 (array or Tensor).
+            labels: optional class labels, one per sample, for the accuracy (argmax of the
+                scores, or score > 0 for a single output).
+            num_queries: single-stream queries, cycling through the samples (default: one
+                per sample).
+            scenarios: any of ``"single_stream"`` and ``"offline"``.
+            num_samples: how many synthetic samples to make when ``test_inputs`` is None.
+
+        The result has "single_stream" (p50/p90/p99/mean latency in ms), "offline"
+        (throughput), the memory fields of the module docstring, "accuracy" and "report"
+        (the ``report()`` text).
         """
         from .profiling import Profiler, runtime_memory_stats
 

@@ -120,6 +120,9 @@ class Profiler:
     # -- parameters -------------------------------------------------------------------------
     @staticmethod
     def count_parameters(model, trainable_only: bool = False) -> int:
+        """Number of scalars in ``model.parameters()`` (or in ``model`` itself, an iterable
+        of Tensors/arrays), tied weights counted once; only those with requires_grad
+        when ``trainable_only``."""
         params = model.parameters() if hasattr(model, "parameters") else model
         seen, total = set(), 0
         for p in params:
@@ -133,7 +136,9 @@ class Profiler:
 
     # -- FLOPs ------------------------------------------------------------------------------
     def flop_breakdown(self, model, input_shape, dtype=None) -> dict:
-        """FLOPs of one forward pass on ``input_shape``, per module name (summed over calls)."""
+        """FLOPs of one forward pass of ``model`` (a Layer) on zeros of ``input_shape`` (batch
+        axis included), per module name (summed over calls). ``dtype`` of the zeros defaults
+        to the model's ``input_dtype`` attribute, else float32."""
         if not hasattr(model, "named_modules"):
             raise TypeError(f"count_flops needs a Layer with named_modules(), got {type(model).__name__}")
         if isinstance(input_shape, int):
@@ -191,7 +196,8 @@ class Profiler:
         return keep
 
     def count_flops(self, model, input_shape, dtype=None) -> int:
-        """Total FLOPs of one forward pass (see the module docstring for what is counted)."""
+        """Total FLOPs of one forward pass of ``model`` on zeros of ``input_shape`` with
+        ``dtype`` (see ``flop_breakdown`` and the module docstring for what is counted)."""
         return int(sum(self.flop_breakdown(model, input_shape, dtype).values()))
 
     # -- memory -----------------------------------------------------------------------------
@@ -245,13 +251,17 @@ class Profiler:
     # -- latency ----------------------------------------------------------------------------
     @staticmethod
     def measure_latency(fn, *args, warmup: int = 3, iterations: int = 20, **kwargs) -> BenchmarkResult:
-        """Time ``fn(*args)`` after ``warmup`` calls; the result (seconds) has ``median``,
-        ``p50``/``p90``/``p99``, ``mean``, ``std``, ``min``, ``max``; ``.median * 1e3`` is ms."""
+        """Time ``fn(*args)`` ``iterations`` times after ``warmup`` untimed calls; the result
+        (seconds) has ``median``, ``p50``/``p90``/``p99``, ``mean``, ``std``, ``min``, ``max``;
+        ``.median * 1e3`` is ms."""
         return benchmark(fn, *args, warmup=warmup, iterations=iterations,
                          name=f"latency of {getattr(fn, '__name__', type(fn).__name__)}", **kwargs)
 
     def profile(self, model, input_shape, dtype=None, warmup: int = 2, iterations: int = 10) -> dict:
-        """Parameters, FLOPs, forward memory and latency of ``model`` on zeros of ``input_shape``."""
+        """Parameters, FLOPs, forward memory and latency of ``model`` on zeros of ``input_shape``.
+
+        ``dtype`` as in ``flop_breakdown``; latency uses ``warmup`` untimed and ``iterations``
+        timed forward passes without gradient recording. Also reports ``gflops_per_s``."""
         from ..core.tensor import Tensor
         from ..core.autograd import no_grad
         dtype = np.dtype(dtype if dtype is not None else getattr(model, "input_dtype", np.float32))

@@ -36,6 +36,11 @@ Semantics (PyTorch's, where it has the same thing)
 Contract: Tensor inputs give a Tensor output on the tape; gradients match the
 un-checkpointed run (tested with gradcheck). There is no native path: this extension
 changes what is stored, not how anything is computed.
+
+Import it as ``from tinytorch.extensions import checkpoint, checkpoint_sequential``. The
+module is named ``activation_checkpoint`` (not ``checkpoint``) so that the package
+attribute ``tinytorch.extensions.checkpoint`` is the function and this module stays
+reachable as ``tinytorch.extensions.activation_checkpoint``.
 """
 from __future__ import annotations
 
@@ -95,6 +100,14 @@ class CheckpointFunction(Function):
     it. Forward keeps only those inputs; backward recomputes and backpropagates."""
 
     def forward(self, *arrays, function, n_args, template, kwargs, rng_state):
+        """Call ``function`` under no_grad and return its output array, keeping only the
+        inputs.
+
+        ``arrays``: the first ``n_args`` are the Tensor arguments' arrays, the rest the
+        parameters'; ``template``: the positional arguments with None where a Tensor goes;
+        ``kwargs``: keyword arguments passed through; ``rng_state``: the generator state
+        to replay in backward, or None.
+        """
         # Tensor positions in ``template`` are None and are filled from ``arrays`` in order.
         self.function, self.template, self.kwargs = function, template, kwargs
         self.n_args, self.rng_state = n_args, rng_state
@@ -122,6 +135,8 @@ class CheckpointFunction(Function):
         return args
 
     def backward(self, grad_output):
+        """Recompute ``function`` with recording (same RNG state), backpropagate
+        ``grad_output`` through it and return the gradients of the inputs and parameters."""
         need = self.needs_input_grad
         n = self.n_args
         params = self.parents[n:]
@@ -150,7 +165,18 @@ class CheckpointFunction(Function):
 
 def checkpoint(function, *args, preserve_rng_state: bool = True, **kwargs):
     """Run ``function(*args, **kwargs)`` without storing its intermediates; recompute them
-    during backward. Returns what ``function`` returns (one Tensor)."""
+    during backward. Returns what ``function`` returns (one Tensor).
+
+    Args:
+        function: a callable returning one Tensor: a Layer, a bound method or a function
+            (parameters of Layers it reaches are found and get gradients).
+        args: its positional arguments; Tensors among them are the differentiable inputs.
+        preserve_rng_state: save the framework generator state and replay it in the
+            recomputation, so dropout masks match (PyTorch's default, True).
+        kwargs: passed through unchanged (a Tensor here is a constant).
+
+    Example: ``h = checkpoint(block, h)`` for each TransformerBlock ``block``.
+    """
     if not callable(function):
         raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}")
     tensor_args = [a for a in args if isinstance(a, Tensor)]
@@ -186,7 +212,10 @@ def checkpoint_sequential(layers, segments: int, x, preserve_rng_state: bool = T
     its intermediates first. Here every op output stays reachable from the loss until the
     loss itself is dropped, so an un-checkpointed last run would stay alive through the
     whole backward and double the peak; by default it is checkpointed too (one more
-    segment of recomputation). Pass False for PyTorch's schedule."""
+    segment of recomputation). Pass False for PyTorch's schedule.
+
+    ``x`` is the input Tensor of the first layer; ``preserve_rng_state`` as in
+    ``checkpoint``."""
     if hasattr(layers, "layers") and isinstance(layers.layers, list):
         layers = layers.layers
     layers = list(layers)
