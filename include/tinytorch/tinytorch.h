@@ -4,7 +4,8 @@
  * libtinytorch is the native runtime of TinyTorch: aligned, reference-counted
  * storage; tensor descriptors (dtype, shape, strides, offset) over that storage;
  * CPU feature detection with a run-time choice of instruction set; and the
- * kernels the Python package calls through ctypes (GEMM, fused bias + GELU).
+ * kernels the Python package calls through ctypes (GEMM, fused bias + GELU,
+ * FlashAttention forward and backward).
  * Python owns autograd; this library owns memory and arithmetic.
  *
  * Conventions
@@ -339,6 +340,74 @@ TT_API tt_status tt_hgemm_reference(int transA, int transB, int64_t M, int64_t N
  * nearest even; NaN stays NaN, overflow becomes infinity. */
 TT_API tt_status tt_f16_to_f32(const uint16_t *src, float *dst, int64_t n);
 TT_API tt_status tt_f32_to_f16(const float *src, uint16_t *dst, int64_t n);
+
+/* Attention (FlashAttention: tiled, online softmax, nothing of size sq x sk in memory).
+ *
+ * Causal masking, passed as int to the two functions below:
+ *   TT_ATTENTION_FULL        every query sees every key
+ *   TT_ATTENTION_CAUSAL      query i sees keys j <= i (top-left aligned: PyTorch's
+ *                            is_causal; with sq > sk the later queries see every key)
+ *   TT_ATTENTION_CAUSAL_END  query i sees keys j <= i + sk - sq (bottom-right aligned: the
+ *                            queries are the last sq positions, as in KV-cache decoding) */
+typedef enum tt_attention_causal {
+    TT_ATTENTION_FULL = 0,
+    TT_ATTENTION_CAUSAL = 1,
+    TT_ATTENTION_CAUSAL_END = 2
+} tt_attention_causal;
+
+/* Scaled dot-product attention for batch x heads independent problems:
+ *   O   = softmax(scale * Q K^T, masked) V          Q, O: sq x d;  K, V: sk x d
+ *   lse = log sum_j exp(scale * q_i . k_j)          over the keys query i sees
+ * Layout: element (b, h, row, c) of an operand X lives at X[b*s[0] + h*s[1] + row*s[2] + c],
+ *   s being that operand's strides argument (3 int64 in elements, each >= 0; NULL means
+ *   contiguous [batch][heads][rows][d]). The last dimension is contiguous. A stride of 0
+ *   broadcasts (one K/V head shared by several query heads, say). lse is batch*heads*sq
+ *   contiguous floats ([b][h][i], natural log) or NULL when no backward will follow.
+ * A query that sees no key (sk == 0, or CAUSAL_END with i + sk - sq < 0) gets a zero output
+ *   row and lse = -inf. NaN in a query, or in a key or value the query sees, makes that
+ *   query's row NaN (as the naive formula does); positions masked out by causal are not
+ *   read at all where a whole 64 x 64 block is masked.
+ * Rules: batch, heads, sq, sk, d >= 0 (TT_ERR_INVALID_ARGUMENT), causal one of the above,
+ *   scale finite; pointers may be NULL only for operands without elements; every operand's
+ *   span must fit int64 bytes (TT_ERR_OVERFLOW); o must not alias itself (no two elements
+ *   at one address) and neither o nor lse may overlap q, k, v or each other (compared by
+ *   the address range from first to last element). Inputs may alias each other.
+ * Works on blocks of 64 queries x 64 keys (sized for L1/L2): scores are kept transposed,
+ *   queries along the SIMD lanes of the active ISA, with a running max m_i, sum l_i and a
+ *   rescaled accumulator per query; causal key blocks a query block cannot see are
+ *   skipped. Threads over (batch*head, query block). Workspace (counted by
+ *   tt_memory_stats) is (2d + 67) x 64 floats per thread. Path "attention_forward:<isa>". */
+TT_API tt_status tt_attention_forward(const float *q, const int64_t *q_strides,
+                                      const float *k, const int64_t *k_strides,
+                                      const float *v, const int64_t *v_strides,
+                                      float *o, const int64_t *o_strides, float *lse,
+                                      int64_t batch, int64_t heads, int64_t sq, int64_t sk,
+                                      int64_t d, float scale, int causal);
+
+/* Gradients of tt_attention_forward (FlashAttention-2 backward), from its inputs, its o
+ * and lse, and grad_o = dL/dO; scores and probabilities are recomputed block by block:
+ *   P = exp(scale Q K^T - lse),  D_i = sum_c grad_o[i][c] o[i][c],  dV = P^T grad_o,
+ *   dP = grad_o V^T,  dS = P * (dP - D),  dQ = scale dS K,  dK = scale dS^T Q
+ * grad_q, grad_k and grad_v are overwritten (not accumulated); any of them may be NULL
+ * (not computed; its strides are then ignored). Layout and rules as in the forward, with q,
+ * k, v, o, grad_o and lse the inputs (lse required when there are queries) and the three
+ * gradients the outputs: each must not alias itself nor overlap an input or another
+ * gradient. Keys no query sees get zero gradients. Threads over heads, or over key blocks
+ * of a head when there are fewer heads than threads (dQ then summed per thread, in thread
+ * order: deterministic for a thread count). Workspace (counted by tt_memory_stats) is
+ * about 2 (sq + 64)(d + 1) + 128 (64 + d) floats per thread, plus 2 sq d per thread when
+ * heads are split. Path "attention_backward:<isa>". */
+TT_API tt_status tt_attention_backward(const float *q, const int64_t *q_strides,
+                                       const float *k, const int64_t *k_strides,
+                                       const float *v, const int64_t *v_strides,
+                                       const float *o, const int64_t *o_strides,
+                                       const float *grad_o, const int64_t *grad_o_strides,
+                                       const float *lse,
+                                       float *grad_q, const int64_t *grad_q_strides,
+                                       float *grad_k, const int64_t *grad_k_strides,
+                                       float *grad_v, const int64_t *grad_v_strides,
+                                       int64_t batch, int64_t heads, int64_t sq, int64_t sk,
+                                       int64_t d, float scale, int causal);
 
 /* Name of the code path the calling thread's most recent kernel call took, e.g.
  * "sgemm:avx2", "sgemm:reference", "bias_gelu_forward:avx512". Tests use it to

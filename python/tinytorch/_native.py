@@ -108,6 +108,13 @@ PROTOTYPES = {
                                      c_int64, _ptr, c_int64, c_float, _ptr, c_int64]),
     "tt_f16_to_f32": (_status, [_ptr, _ptr, c_int64]),
     "tt_f32_to_f16": (_status, [_ptr, _ptr, c_int64]),
+    "tt_attention_forward": (_status, [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr,
+                                       c_int64, c_int64, c_int64, c_int64, c_int64, c_float,
+                                       c_int]),
+    "tt_attention_backward": (_status, [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr,
+                                        _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr,
+                                        c_int64, c_int64, c_int64, c_int64, c_int64, c_float,
+                                        c_int]),
 }
 
 # Optional symbols: declared when present (added by later parts of the runtime),

@@ -1,4 +1,5 @@
-# Kernel sources of libtinytorch (GEMM driver + micro-kernels, fused bias-GELU).
+# Kernel sources of libtinytorch (GEMM driver + micro-kernels, fused bias-GELU,
+# FlashAttention driver + per-ISA block kernels).
 #
 # Included by the top-level CMakeLists.txt after add_library(tinytorch ...). Generic
 # files are compiled for the baseline of the architecture (plain x86-64 / AArch64);
@@ -12,6 +13,8 @@ target_sources(tinytorch PRIVATE
   ${TT_CPU_DIR}/gemm_kernel_scalar.cpp
   ${TT_CPU_DIR}/bias_gelu.cpp
   ${TT_CPU_DIR}/bias_gelu_reference.cpp
+  ${TT_CPU_DIR}/attention.cpp
+  ${TT_CPU_DIR}/attention_scalar.cpp
 )
 
 if(TT_ARCH_X86)
@@ -20,6 +23,8 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/gemm_kernel_avx512.cpp
     ${TT_CPU_DIR}/bias_gelu_avx2.cpp
     ${TT_CPU_DIR}/bias_gelu_avx512.cpp
+    ${TT_CPU_DIR}/attention_avx2.cpp
+    ${TT_CPU_DIR}/attention_avx512.cpp
   )
   if(MSVC)
     set(TT_AVX2_FLAGS "/arch:AVX2")
@@ -31,15 +36,18 @@ if(TT_ARCH_X86)
   set_source_files_properties(
     ${TT_CPU_DIR}/gemm_kernel_avx2.cpp
     ${TT_CPU_DIR}/bias_gelu_avx2.cpp
+    ${TT_CPU_DIR}/attention_avx2.cpp
     PROPERTIES COMPILE_OPTIONS "${TT_AVX2_FLAGS}")
   set_source_files_properties(
     ${TT_CPU_DIR}/gemm_kernel_avx512.cpp
     ${TT_CPU_DIR}/bias_gelu_avx512.cpp
+    ${TT_CPU_DIR}/attention_avx512.cpp
     PROPERTIES COMPILE_OPTIONS "${TT_AVX512_FLAGS}")
 elseif(TT_ARCH_ARM64)
   # NEON (Advanced SIMD) is part of the AArch64 baseline: no extra flags needed.
   target_sources(tinytorch PRIVATE
     ${TT_CPU_DIR}/gemm_kernel_neon.cpp
     ${TT_CPU_DIR}/bias_gelu_neon.cpp
+    ${TT_CPU_DIR}/attention_neon.cpp
   )
 endif()

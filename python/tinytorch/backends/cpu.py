@@ -15,9 +15,14 @@ Routing rule (which calls run here):
     NATIVE_MIN_HALF_GEMM_WORK multiply-adds, alpha 1 and beta 0) go to tt_hgemm: float16
     storage, float32 products and sums, result rounded to float16. NumPy has no BLAS for
     float16, so this is what makes float16 training usable.
+  * attention -- float32 q, k, v (v as wide as q), no mask, at least
+    NATIVE_MIN_ATTENTION_WORK multiply-adds: tt_attention_forward / _backward (FlashAttention:
+    tiled, online softmax). Batch dims are folded into the runtime's [batch][heads] with
+    strides (broadcast and transposed-head layouts need no copy).
   * everything else (float64, integers, mixed dtypes, tiny problems) is declined.
 Every call files the runtime's own kernel-path report ("native:sgemm:avx2",
-"native:sgemm_strided_batched:avx2", "native:bias_gelu_forward:avx2", "native:hgemm:...").
+"native:sgemm_strided_batched:avx2", "native:bias_gelu_forward:avx2", "native:hgemm:...",
+"native:attention_forward:avx2").
 
 Layouts: operands are passed by pointer with a leading dimension. A row-major view with
 any row stride is passed as is, and a transposed view (column-major storage, e.g. ``x.T``
@@ -154,7 +159,10 @@ def _gemm_native(lib, a, b, trans_a, trans_b, alpha, beta, out):
 
 
 def gemm(a, b, trans_a, trans_b, alpha, beta, out, any_size):
-    """alpha op(a) @ op(b) + beta out (shapes already checked by the door)."""
+    """alpha op(a) @ op(b) + beta out through tt_sgemm (float32) or tt_hgemm (float16, alpha
+    1, beta 0); a, b 2-D with shapes already checked by the door, trans_a / trans_b as
+    transpose flags (no copy), out an optional (M, N) accumulator and destination. Declines
+    (NotImplemented) other dtypes and problems under the size floor unless any_size."""
     m = a.shape[1] if trans_a else a.shape[0]
     k = a.shape[0] if trans_a else a.shape[1]
     n = b.shape[0] if trans_b else b.shape[1]
@@ -247,7 +255,9 @@ def _matmul_native(lib, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def matmul(a, b, any_size):
-    """a @ b with NumPy's batching and 1-D promotion rules."""
+    """a @ b with NumPy's batching and 1-D promotion rules, for float32 (one GEMM, a folded
+    batch or one strided-batched call) or float16 operands; declines other dtypes and work
+    under the size floor unless any_size."""
     if _is_f32(a, b):
         work = _matmul_work(a, b)
         if work is not None and (any_size or work >= NATIVE_MIN_GEMM_WORK):
@@ -348,16 +358,144 @@ def _bias_gelu_backward_native(lib, x, bias, grad):
 
 
 def bias_gelu(x, bias, any_size):
+    """gelu_tanh(x + bias) through tt_bias_gelu_forward for float32 x (..., D) and bias (D,)
+    or None; declines other dtypes and fewer than NATIVE_MIN_ELEMENTS elements unless
+    any_size."""
     if (any_size or x.size >= NATIVE_MIN_ELEMENTS) and _gelu_native_ok(x, bias):
         return _bias_gelu_native(_native.lib, x, bias)
     return NotImplemented
 
 
 def bias_gelu_backward(x, bias, grad, any_size):
+    """(grad_x, grad_bias) of gelu_tanh(x + bias) through tt_bias_gelu_backward: x, bias and
+    any_size as in ``bias_gelu``, grad the float32 gradient of the output (x's shape)."""
     if (any_size or x.size >= NATIVE_MIN_ELEMENTS) and _gelu_native_ok(x, bias) and \
             _is_f32(grad) and grad.shape == x.shape:
         return _bias_gelu_backward_native(_native.lib, x, bias, grad)
     return NotImplemented
+
+
+# --------------------------------------------------------------------------------------
+# Attention: tt_attention_forward / tt_attention_backward (FlashAttention, tiled)
+# --------------------------------------------------------------------------------------
+
+# Smallest attention (batch*heads*sq*sk*d multiply-adds) sent to the native kernel unless
+# any_size=True: below it the ctypes call and the stride folding (~30 us) cost more than
+# NumPy's two batched matmuls and a softmax.
+NATIVE_MIN_ATTENTION_WORK = 1 << 16
+
+
+def _merge_dims(shape, strides):
+    """The stride of dims `shape` (byte strides `strides`) folded into one, or None when
+    they are not one arithmetic progression. Size-1 dims are ignored; no dims -> 0."""
+    merged = None
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n == 1:
+            continue
+        if merged is None:
+            merged, span = s, n
+        elif s == merged * span:
+            span *= n
+        else:
+            return None
+    return 0 if merged is None else merged
+
+
+def _fold_batch(arrays, batch):
+    """Views of float32 `arrays` ([..., rows, d], leading dims broadcast to `batch`) as the
+    runtime's [B][H][rows][d] with per-operand element strides (s_b, s_h, s_row), without
+    copies when the layouts allow. Returns (B, H, [(array, strides), ...])."""
+    n = len(batch)
+    views = []
+    for x in arrays:
+        if not x.flags.aligned or (x.shape[-1] > 1 and x.strides[-1] != 4) or \
+                any(s < 0 or s % 4 for s in x.strides):
+            x = np.ascontiguousarray(x)
+        views.append(np.broadcast_to(x, batch + x.shape[-2:]))
+    for split in range(n + 1):
+        folded = []
+        for x in views:
+            s_b = _merge_dims(batch[:split], x.strides[:split])
+            s_h = _merge_dims(batch[split:], x.strides[split:n])
+            if s_b is None or s_h is None:
+                break
+            folded.append((x, (s_b // 4, s_h // 4, x.strides[-2] // 4)))
+        else:
+            b = int(np.prod(batch[:split], dtype=np.int64))
+            h = int(np.prod(batch[split:], dtype=np.int64))
+            return b, h, folded
+    # no common split: copy (materialising broadcasts) and fold everything into heads
+    copies = [np.ascontiguousarray(x) for x in views]
+    h = int(np.prod(batch, dtype=np.int64))
+    return 1, h, [(x, (0, x.shape[-2] * x.shape[-1], x.shape[-1])) for x in copies]
+
+
+def _strides_arg(strides):
+    return (ctypes.c_int64 * 3)(*strides)
+
+
+def _attention_ok(q, k, v, mask, work, any_size) -> bool:
+    return (mask is None and _is_f32(q, k, v) and q.ndim >= 2 and k.ndim >= 2 and v.ndim >= 2
+            and v.shape[-1] == q.shape[-1] and (any_size or work >= NATIVE_MIN_ATTENTION_WORK))
+
+
+def _attention_work(q, k):
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    return int(np.prod(batch, dtype=np.int64)) * q.shape[-2] * k.shape[-2] * q.shape[-1]
+
+
+def attention(q, k, v, mask, causal, scale, any_size):
+    """(out, lse) of softmax(scale q k^T) v through tt_attention_forward, for float32 q, k,
+    v (v as wide as q) and no mask (the door passes masks to the NumPy reference); causal is
+    the runtime's code (0 none, 1 top-left, 2 bottom-right). Declines problems below
+    NATIVE_MIN_ATTENTION_WORK multiply-adds unless any_size."""
+    if not _attention_ok(q, k, v, mask, _attention_work(q, k), any_size):
+        return NotImplemented
+    lib = _native.lib
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    sq, d = q.shape[-2:]
+    sk = k.shape[-2]
+    b, h, ((q3, sq_), (k3, sk_), (v3, sv_)) = _fold_batch([q, k, v], batch)
+    out = np.empty(batch + (sq, d), dtype=_F32)
+    lse = np.empty(batch + (sq,), dtype=_F32)
+    so = _strides_arg((h * sq * d, sq * d, d))
+    status = lib.tt_attention_forward(q3.ctypes.data, _strides_arg(sq_), k3.ctypes.data,
+                                      _strides_arg(sk_), v3.ctypes.data, _strides_arg(sv_),
+                                      out.ctypes.data, so, lse.ctypes.data, b, h, sq, sk, d,
+                                      float(scale), int(causal))
+    _check(status, "attention")
+    record_native_path()
+    return out, lse
+
+
+def attention_backward(q, k, v, out, lse, grad, mask, causal, scale, need, any_size):
+    """(dq, dk, dv) of ``attention`` (None where need says False), batch axes as broadcast,
+    through tt_attention_backward, from q, k, v, the forward's out and lse and grad =
+    dL/d(out); mask, causal, scale and any_size as in ``attention``."""
+    if not (_attention_ok(q, k, v, mask, _attention_work(q, k), any_size)
+            and _is_f32(out, lse, grad)):
+        return NotImplemented
+    lib = _native.lib
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    sq, d = q.shape[-2:]
+    sk = k.shape[-2]
+    b, h, folded = _fold_batch([q, k, v, out, grad], batch)
+    (q3, s_q), (k3, s_k), (v3, s_v), (o3, s_o), (g3, s_g) = folded
+    lse = np.ascontiguousarray(np.broadcast_to(lse, batch + (sq,)))
+    grads = []
+    for wanted, rows in zip(need, (sq, sk, sk)):
+        grads.append(np.empty(batch + (rows, d), dtype=_F32) if wanted else None)
+    args = []
+    for g, rows in zip(grads, (sq, sk, sk)):
+        args += [None, None] if g is None else [g.ctypes.data, _strides_arg((h * rows * d, rows * d, d))]
+    status = lib.tt_attention_backward(q3.ctypes.data, _strides_arg(s_q), k3.ctypes.data,
+                                       _strides_arg(s_k), v3.ctypes.data, _strides_arg(s_v),
+                                       o3.ctypes.data, _strides_arg(s_o), g3.ctypes.data,
+                                       _strides_arg(s_g), lse.ctypes.data, *args, b, h, sq, sk,
+                                       d, float(scale), int(causal))
+    _check(status, "attention_backward")
+    record_native_path()
+    return tuple(grads)
 
 
 # --------------------------------------------------------------------------------------
@@ -381,7 +519,8 @@ def _probe(isa: str):
 
 
 OPS = {"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
-       "bias_gelu_backward": bias_gelu_backward}
+       "bias_gelu_backward": bias_gelu_backward, "attention": attention,
+       "attention_backward": attention_backward}
 
 for _isa in ("avx512", "avx2", "neon", "scalar"):
     register(f"cpu:{_isa}", probe=lambda isa=_isa: _probe(isa), ops=OPS, priority=100,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import attention_reference as _attention
 from . import record_path, register
 
 _SQRT_2_OVER_PI = 0.7978845608028654
@@ -110,5 +111,6 @@ def bias_gelu_backward(x, bias, grad, any_size=False):
 register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every call the "
                                         "native back ends decline"),
          ops={"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
-              "bias_gelu_backward": bias_gelu_backward},
+              "bias_gelu_backward": bias_gelu_backward, "attention": _attention.attention,
+              "attention_backward": _attention.attention_backward},
          priority=0, native=False, description="the NumPy fallback")

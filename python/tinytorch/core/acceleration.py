@@ -16,6 +16,12 @@ Contract (arrays in, arrays out; no autograd here):
   bias_gelu_backward(x, bias, grad)-> (grad_x, grad_bias or None)
   stable_sigmoid(z), promote_to_float(x)
                                    -> the activations' numerics: integer/bool in, float32 out
+  attention(q, k, v, mask=None, causal=False, scale=None)
+                                   -> (out, lse): softmax(scale q k^T [+ mask]) v and each
+                                      query's log-sum-exp; q [..., L, d], k, v [..., S, d]
+  attention_backward(q, k, v, out, lse, grad, mask=None, causal=False, scale=None,
+                     need=(True, True, True))
+                                   -> (grad_q, grad_k, grad_v), batch axes as broadcast
   last_path()                      -> what the calling thread's last call ran
 Each takes ``any_size=True`` to send even tiny float32 problems to the native kernel
 (the SIMD extension does: it exists to show the kernels, not to pick the fastest path).
@@ -53,6 +59,7 @@ from ..backends.cpu import NATIVE_MIN_ELEMENTS, NATIVE_MIN_GEMM_WORK, NATIVE_MIN
 from ..backends.numpy_fallback import promote_to_float, stable_sigmoid
 
 __all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward",
+           "attention", "attention_backward",
            "stable_sigmoid", "promote_to_float", "last_path", "record_path", "record_native_path",
            "use_native", "set_native_enabled", "native_enabled", "native_available", "native_library",
            "check_status", "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS",
@@ -177,3 +184,78 @@ def bias_gelu_backward(x: np.ndarray, bias: np.ndarray | None, grad: np.ndarray,
     ``grad`` is the gradient of the output (x's shape); the bias gradient is None when
     ``bias`` is None. ``any_size`` as in ``gemm``."""
     return _route("bias_gelu_backward", promote_to_float(x), bias, grad, any_size)
+
+
+# --------------------------------------------------------------------------------------
+# Attention (FlashAttention in the runtime; the tiled NumPy reference otherwise)
+# --------------------------------------------------------------------------------------
+
+# Causal modes (the runtime's tt_attention_causal): False; True or "top_left" (PyTorch's
+# is_causal: query i sees keys j <= i); "bottom_right" (query i sees keys j <= i + S - L:
+# the queries are the last L positions, as in KV-cache decoding).
+_CAUSAL = {False: 0, True: 1, "top_left": 1, "bottom_right": 2}
+
+
+def _attention_args(q, k, v, mask, causal, scale, who):
+    """Shape checks (ValueError naming the shapes); returns (causal code, scale)."""
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ValueError(f"{who}: q, k, v must be [..., seq, dim], got q {q.shape}, k {k.shape}, "
+                         f"v {v.shape}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"{who}: q and k must share the last dim, got q {q.shape} and k {k.shape}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"{who}: k and v must have the same number of keys, got k {k.shape} and "
+                         f"v {v.shape}")
+    try:
+        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(f"{who}: batch dims do not broadcast: q {q.shape}, k {k.shape}, "
+                         f"v {v.shape}") from None
+    if mask is not None:
+        scores = batch + (q.shape[-2], k.shape[-2])
+        try:
+            fits = np.broadcast_shapes(mask.shape, scores) == scores
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"{who}: mask of shape {mask.shape} does not broadcast to the "
+                             f"scores {scores}")
+        if mask.dtype != np.bool_ and mask.dtype.kind != "f":
+            raise TypeError(f"{who}: mask must be bool or float, got {mask.dtype}")
+    try:
+        code = _CAUSAL[causal]
+    except (KeyError, TypeError):
+        raise ValueError(f"{who}: causal must be False, True, 'top_left' or 'bottom_right', "
+                         f"got {causal!r}") from None
+    d = q.shape[-1]
+    scale = (1.0 / float(np.sqrt(d)) if d > 0 else 1.0) if scale is None else float(scale)
+    if not np.isfinite(scale):
+        raise ValueError(f"{who}: scale must be finite, got {scale}")
+    return code, scale
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None,
+              causal=False, scale: float | None = None, any_size: bool = False):
+    """(out, lse): out = softmax(scale q k^T + mask) v for q [..., L, d], k [..., S, d],
+    v [..., S, dv] (batch dims broadcast); lse = each query's log-sum-exp of its scores,
+    [..., L] (-inf where a query sees no key; its output row is 0). scale defaults to
+    1/sqrt(d). A bool mask is True where a query may attend, a float mask is added (PyTorch's
+    SDPA convention). causal: False, True / "top_left" (query i sees keys j <= i) or
+    "bottom_right" (j <= i + S - L). Served by the runtime's FlashAttention kernel (float32,
+    no mask, dv == d; any_size sends even tiny problems there), the rest (float64, masks) by
+    the tiled NumPy reference (backends/attention_reference.py)."""
+    code, scale = _attention_args(q, k, v, mask, causal, scale, "attention")
+    return _route("attention", q, k, v, mask, code, scale, any_size)
+
+
+def attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndarray,
+                       lse: np.ndarray, grad: np.ndarray, mask: np.ndarray | None = None,
+                       causal=False, scale: float | None = None, need=(True, True, True),
+                       any_size: bool = False):
+    """(grad_q, grad_k, grad_v) of ``attention(q, k, v, mask, causal, scale)`` given its out
+    and lse and grad = dL/d(out); None where ``need`` says False; batch axes as broadcast
+    (the autograd engine sums them); any_size as in ``attention``. FlashAttention-2: the
+    probabilities are recomputed from lse block by block, never stored."""
+    code, scale = _attention_args(q, k, v, mask, causal, scale, "attention_backward")
+    need = tuple(bool(n) for n in need)
+    return _route("attention_backward", q, k, v, out, lse, grad, mask, code, scale, need, any_size)

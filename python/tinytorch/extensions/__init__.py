@@ -6,6 +6,7 @@
                              to_half, MixedPrecisionOptimizer           (mixed_precision.py)
                              Lion, Muon                                 (optimizers.py)
     silicon                  simd_matmul, simd_fused_bias_gelu          (simd_ops.py)
+    memory                   flash_attention, FlashAttentionFunction    (flash_attn.py)
     the worked example       scaled_matmul                              (template.py)
 
 Every extension follows the contract in docs/extending.md, and importing this package never
@@ -23,6 +24,7 @@ from .loss_scaler import LossScaler, DynamicLossScaler
 from .mixed_precision import to_half, to_float, MixedPrecisionOptimizer
 from .optimizers import Lion, Muon
 from .simd_ops import simd_matmul, simd_fused_bias_gelu, has_simd_support, simd_build_info
+from .flash_attn import flash_attention, FlashAttentionFunction
 
 __all__ = [
     "last_path", "use_native",
@@ -33,4 +35,5 @@ __all__ = [
     "to_half", "to_float", "MixedPrecisionOptimizer",
     "Lion", "Muon",
     "simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info",
+    "flash_attention", "FlashAttentionFunction",
 ]

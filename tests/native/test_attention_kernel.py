@@ -1,0 +1,192 @@
+"""The runtime's FlashAttention kernels (tt_attention_forward / tt_attention_backward)
+through the cpu back end: values and gradients against a float64 naive formula for every
+ISA this CPU runs (switched with tinytorch.native.set_isa) on 1 and 2 threads, proof of
+the path that ran, the layouts folded without copies (transposed heads, broadcast batch,
+strided rows) and those copied (strided last dim), NaN propagation, the workspace the
+runtime counters see (O(S d), never O(S^2)), what the back end declines, and the C layer's
+refusals surfacing as exceptions with its message.
+"""
+import ctypes
+
+import numpy as np
+import pytest
+
+import tinytorch
+from tinytorch import _native, backends, native
+from tinytorch.backends import cpu
+from tinytorch.core import acceleration as acc
+
+RNG = np.random.default_rng(7)
+ISAS = [i for i in ("scalar", "avx2", "avx512", "neon")
+        if i in native.info()["isas_compiled"] and i in native.info()["isa_detected"]]
+
+
+@pytest.fixture(params=ISAS)
+def isa(request):
+    before = native.isa()
+    native.set_isa(request.param)
+    yield request.param
+    native.set_isa(before)
+
+
+def naive(q, k, v, causal=0, scale=None):
+    """(out, lse, P) in float64; causal 0, 1 (top-left) or 2 (bottom-right)."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    sq, d = q.shape[-2:]
+    sk = k.shape[-2]
+    scale = 1 / np.sqrt(d) if scale is None else scale
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
+    if causal:
+        off = 0 if causal == 1 else sk - sq
+        s = np.where(np.arange(sk)[None, :] <= np.arange(sq)[:, None] + off, s, -np.inf)
+    m = s.max(-1, keepdims=True, initial=-np.inf)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        e = np.exp(s - np.where(m == -np.inf, 0, m))
+        l = e.sum(-1, keepdims=True)
+        p = np.where(l == 0, 0, e / l)
+        lse = np.where(l == 0, -np.inf, m + np.log(l))[..., 0]
+    return p @ v, lse, p
+
+
+def naive_grads(q, k, v, g, causal=0, scale=None):
+    q, k, v, g = (np.asarray(x, np.float64) for x in (q, k, v, g))
+    scale = 1 / np.sqrt(q.shape[-1]) if scale is None else scale
+    _, _, p = naive(q, k, v, causal, scale)
+    dv = np.swapaxes(p, -1, -2) @ g
+    dp = g @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    return ds @ k * scale, np.swapaxes(ds, -1, -2) @ q * scale, dv
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+SHAPES = [  # (batch dims, sq, sk, d)
+    ((1, 1), 1, 1, 1), ((2,), 65, 130, 16), ((2, 3), 127, 61, 64), ((1,), 200, 200, 128),
+    ((), 70, 9, 5), ((1, 2), 3, 0, 8), ((1, 2), 0, 5, 8), ((3, 1), 97, 97, 64),
+]
+
+
+@pytest.mark.parametrize("batch,sq,sk,d", SHAPES)
+@pytest.mark.parametrize("causal", [False, True, "bottom_right"])
+def test_values_and_gradients_match_float64(isa, threads, batch, sq, sk, d, causal):
+    code = {False: 0, True: 1, "bottom_right": 2}[causal]
+    q, k, v, g = rand(*batch, sq, d), rand(*batch, sk, d), rand(*batch, sk, d), rand(*batch, sq, d)
+    out, lse = acc.attention(q, k, v, causal=causal, any_size=True)
+    assert acc.last_path() == f"native:attention_forward:{isa}"
+    assert out.dtype == np.float32 and out.shape == batch + (sq, d) and lse.shape == batch + (sq,)
+    want, want_lse, _ = naive(q, k, v, code)
+    np.testing.assert_allclose(out, want, atol=2e-6 * max(1, np.sqrt(d)), rtol=1e-5)
+    np.testing.assert_allclose(lse, want_lse, atol=2e-6, rtol=1e-5)
+    grads = acc.attention_backward(q, k, v, out, lse, g, causal=causal, any_size=True)
+    assert acc.last_path() == f"native:attention_backward:{isa}"
+    for got, ref in zip(grads, naive_grads(q, k, v, g, code)):
+        np.testing.assert_allclose(got, ref, atol=2e-5 * max(1, np.sqrt(d)), rtol=1e-4)
+
+
+def test_unneeded_gradients_are_not_computed():
+    q, k, v, g = rand(2, 40, 16), rand(2, 50, 16), rand(2, 50, 16), rand(2, 40, 16)
+    out, lse = acc.attention(q, k, v, any_size=True)
+    dq, dk, dv = acc.attention_backward(q, k, v, out, lse, g, need=(False, True, False),
+                                        any_size=True)
+    assert dq is None and dv is None
+    np.testing.assert_allclose(dk, naive_grads(q, k, v, g)[1], atol=2e-5)
+
+
+def test_layouts_without_copies_and_with(threads):
+    b, t, h, d = 2, 77, 3, 24
+    x = rand(b, t, 3 * h * d)
+    # q, k, v carved out of one fused projection and split into heads: strided, no copy
+    q, k, v = (x[..., i * h * d:(i + 1) * h * d].reshape(b, t, h, d).transpose(0, 2, 1, 3)
+               for i in range(3))
+    assert not q.flags.c_contiguous
+    out, _ = acc.attention(q, k, v, causal=True, any_size=True)
+    np.testing.assert_allclose(out, naive(q, k, v, 1)[0], atol=3e-6)
+    # one K/V head shared by every query head (stride 0 over heads), batch broadcast too
+    q2, k2, v2 = rand(b, h, t, d), rand(1, 1, t, d), rand(1, 1, t, d)
+    out2, _ = acc.attention(q2, k2, v2, any_size=True)
+    np.testing.assert_allclose(out2, naive(q2, k2, v2)[0], atol=3e-6)
+    # every other row, and a strided last dimension (that one is copied)
+    q3 = rand(2, 3, 2 * t, 2 * d)[:, :, ::2, ::2]
+    out3, _ = acc.attention(q3, q3, q3, any_size=True)
+    np.testing.assert_allclose(out3, naive(q3, q3, q3)[0], atol=3e-6)
+    # more than two leading dims, mixed with broadcasting
+    q4, k4 = rand(2, 2, 3, 20, 8), rand(2, 1, 3, 20, 8)
+    out4, _ = acc.attention(q4, k4, k4, any_size=True)
+    np.testing.assert_allclose(out4, naive(q4, k4, k4)[0], atol=3e-6)
+
+
+def test_fold_batch_keeps_views():
+    q = rand(2, 5, 3, 8).transpose(0, 2, 1, 3)  # [B, H, T, d] over [B, T, H, d] memory
+    k = rand(1, 3, 5, 8)
+    b, h, folded = cpu._fold_batch([q, k], (2, 3))
+    assert (b, h) == (2, 3)
+    (qv, qs), (kv, ks) = folded
+    assert np.shares_memory(qv, q) and np.shares_memory(kv, k)
+    assert qs == (5 * 3 * 8, 8, 3 * 8) and ks == (0, 5 * 8, 8)
+
+
+def test_nan_propagates_as_in_the_naive_formula():
+    q, k, v = rand(1, 70, 8), rand(1, 70, 8), rand(1, 70, 8)
+    q[0, 3, 1] = np.nan
+    out, lse = acc.attention(q, k, v, any_size=True)
+    assert np.isnan(out[0, 3]).all() and np.isnan(lse[0, 3])
+    assert np.isfinite(np.delete(out[0], 3, axis=0)).all()
+    q[0, 3, 1] = 0.5
+    k[0, 66, 0] = np.nan  # a key in the second block: queries 66.. see it under causal
+    out, _ = acc.attention(q, k, v, causal=True, any_size=True)
+    assert np.isnan(out[0, 66:]).all() and np.isfinite(out[0, :66]).all()
+    v[0, 10, 2] = np.nan
+    out, _ = acc.attention(q, np.nan_to_num(k), v, any_size=True)
+    assert np.isnan(out[0, :, 2]).all() and np.isfinite(out[0, :, :2]).all()
+
+
+def test_workspace_is_counted_and_linear_in_seq():
+    s, d = 2048, 64
+    q, k, v, g = rand(1, s, d), rand(1, s, d), rand(1, s, d), rand(1, s, d)
+    native.reset_peak_memory()
+    base = native.memory_stats()["bytes_in_use"]
+    out, lse = acc.attention(q, k, v, causal=True)
+    acc.attention_backward(q, k, v, out, lse, g, causal=True)
+    stats = native.memory_stats()
+    assert stats["bytes_in_use"] == base
+    extra = stats["peak_bytes"] - base
+    # per thread: Q^T and dO^T of the head, and two partial dQ when a head is split (4 S d
+    # floats), plus the 64 x 64 blocks; S x S scores alone would be 16 MiB
+    per_thread = (4 * s * d + 64 * 1024) * 4
+    assert 0 < extra <= per_thread * tinytorch.get_num_threads(), extra
+
+
+def test_declines_what_it_does_not_serve():
+    q = rand(2, 32, 16)
+    assert cpu.attention(q.astype(np.float64), q, q, None, 0, 0.25, True) is NotImplemented
+    assert cpu.attention(q, q, q, np.ones((32, 32), bool), 0, 0.25, True) is NotImplemented
+    assert cpu.attention(q, q, q[..., :8], None, 0, 0.25, True) is NotImplemented  # dv != d
+    assert cpu.attention(q[:, :4, :4], q[:, :4, :4], q[:, :4, :4], None, 0, 0.5,
+                         False) is NotImplemented  # tiny: NumPy is cheaper
+    acc.attention(q[:, :4, :4], q[:, :4, :4], q[:, :4, :4])
+    assert acc.last_path() == "numpy"
+    with backends.use_native(False):
+        acc.attention(q, q, q, any_size=True)
+        assert acc.last_path() == "numpy"
+
+
+def test_c_refusals_surface_with_the_runtime_message():
+    lib = _native.lib
+    x = np.zeros((1, 1, 4, 8), np.float32)
+    o, lse = np.zeros_like(x), np.zeros((1, 1, 4), np.float32)
+    with pytest.raises(ValueError, match=r"tt_attention_forward: causal=5"):
+        _native.check(lib.tt_attention_forward(x.ctypes.data, None, x.ctypes.data, None,
+                                               x.ctypes.data, None, o.ctypes.data, None,
+                                               lse.ctypes.data, 1, 1, 4, 4, 8, 1.0, 5))
+    bad = (ctypes.c_int64 * 3)(32, -1, 8)
+    with pytest.raises(ValueError, match=r"k_strides\[1\]=-1 is negative"):
+        _native.check(lib.tt_attention_forward(x.ctypes.data, None, x.ctypes.data, bad,
+                                               x.ctypes.data, None, o.ctypes.data, None,
+                                               lse.ctypes.data, 1, 1, 4, 4, 8, 1.0, 0))
+    with pytest.raises(ValueError, match=r"o overlaps q"):
+        _native.check(lib.tt_attention_forward(x.ctypes.data, None, x.ctypes.data, None,
+                                               x.ctypes.data, None, x.ctypes.data, None,
+                                               lse.ctypes.data, 1, 1, 4, 4, 8, 1.0, 0))
+    assert not o.any()
