@@ -38,7 +38,7 @@ from .layers import Layer, Linear
 from .random import get_generator
 from .tensor import Tensor
 
-__all__ = ["scaled_dot_product_attention", "ScaledDotProductAttention", "causal_mask",
+__all__ = ["scaled_dot_product_attention", "ScaledDotProductAttention", "FlashAttention", "causal_mask",
            "MultiHeadAttention", "stable_softmax"]
 
 
@@ -121,6 +121,27 @@ class ScaledDotProductAttention(Function):
         return dq, dk, dv
 
 
+class FlashAttention(Function):
+    """out = softmax(scale q k^T) v through the door's ``attention`` (the runtime's
+    FlashAttention kernel for float32, the tiled NumPy reference otherwise): no score matrix
+    is kept; the backward recomputes the probabilities from the saved log-sum-exp."""
+
+    def forward(self, q, k, v, causal, scale):
+        """q [..., L, d], k [..., S, d], v [..., S, d]; ``causal`` False, True (top-left) or
+        "bottom_right" (the queries are the last L positions); ``scale`` multiplies q k^T."""
+        out, lse = _acc.attention(q, k, v, causal=causal, scale=scale)
+        self.q, self.k, self.v, self.out, self.lse = q, k, v, out, lse
+        self.causal, self.scale = causal, scale
+        return out
+
+    def backward(self, grad_output):
+        """(grad_q, grad_k, grad_v) from ``grad_output`` = dL/d(out), FlashAttention-2 style."""
+        g = grad_output.astype(self.out.dtype, copy=False)
+        return _acc.attention_backward(self.q, self.k, self.v, self.out, self.lse, g,
+                                       causal=self.causal, scale=self.scale,
+                                       need=self.needs_input_grad[:3])
+
+
 def _as_tensor(x, name):
     if isinstance(x, Tensor):
         return x
@@ -130,7 +151,7 @@ def _as_tensor(x, name):
 
 
 def scaled_dot_product_attention(q, k, v, mask=None, causal: bool = False, scale: float | None = None,
-                                 dropout_p: float = 0.0):
+                                 dropout_p: float = 0.0, flash: bool | None = None):
     """softmax(q k^T / sqrt(d) + mask) v for q [..., L, d], k [..., S, d], v [..., S, dv].
 
     Tensors in give a Tensor out (differentiable in q, k, v); arrays in give an array out.
@@ -140,10 +161,16 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal: bool = False, scale
         q, k, v: queries, keys and values (Tensors or float arrays).
         mask: None, a bool mask (True where a query MAY attend, PyTorch's SDPA convention)
             or a float mask added to the scores; broadcastable to [..., L, S].
-        causal: query i sees keys 0..i only (top-left aligned, PyTorch's ``is_causal``).
+        causal: query i sees keys 0..i only (top-left aligned, PyTorch's ``is_causal``);
+            "bottom_right" aligns the queries with the last L keys (KV-cache decoding).
         scale: multiplies q k^T; default 1/sqrt(d).
         dropout_p: probability in [0, 1) of dropping each attention weight (pass 0.0 in
             evaluation; masks come from the framework generator).
+        flash: None (default) takes FlashAttention (``FlashAttention``: tiled, no score
+            matrix, the runtime's kernel) whenever it applies -- no mask, no dropout,
+            float32, v as wide as q -- and the stock path otherwise; False always takes the
+            stock path (``ScaledDotProductAttention``: the textbook formula, kept for
+            teaching and parity); True requires FlashAttention (ValueError if it cannot).
     """
     arrays_in = not isinstance(q, Tensor)
     q, k, v = _as_tensor(q, "q"), _as_tensor(k, "k"), _as_tensor(v, "v")
@@ -170,8 +197,29 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal: bool = False, scale
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    out = ScaledDotProductAttention.apply(q, k, v, mask=mask, causal=bool(causal), scale=scale,
-                                          dropout_p=float(dropout_p))
+    flash_applies = mask is None and dropout_p == 0.0 and v.shape[-1] == q.shape[-1] and \
+        q.dtype == k.dtype == v.dtype == np.float32
+    if flash and not flash_applies:
+        raise ValueError("attention: flash=True needs float32 q, k, v with v as wide as q, no mask "
+                         f"and no dropout (got {q.dtype}/{k.dtype}/{v.dtype}, v width {v.shape[-1]}, "
+                         f"mask {'given' if mask is not None else 'none'}, dropout_p {dropout_p})")
+    if causal == "bottom_right":
+        if not flash_applies or flash is False:
+            # the stock path knows only top-left causality: spell the rule out as a mask
+            allowed = causal_mask(l, s)
+            mask = allowed if mask is None else _and_mask(mask, allowed)
+            causal = False
+        else:
+            return _result(FlashAttention.apply(q, k, v, causal="bottom_right", scale=scale), arrays_in)
+    if flash_applies and flash is not False:
+        out = FlashAttention.apply(q, k, v, causal=bool(causal), scale=scale)
+    else:
+        out = ScaledDotProductAttention.apply(q, k, v, mask=mask, causal=bool(causal), scale=scale,
+                                              dropout_p=float(dropout_p))
+    return _result(out, arrays_in)
+
+
+def _result(out, arrays_in):
     return out.data if arrays_in else out
 
 
@@ -274,7 +322,11 @@ class MultiHeadAttention(Layer):
                 if mask is not None:
                     mask = _and_mask(mask, causal_mask(l, s))
             elif l > 1:
-                mask = causal_mask(l, s) if mask is None else _and_mask(mask, causal_mask(l, s))
+                # the new queries are the last l positions: bottom-right causality
+                if mask is None:
+                    sdpa_causal = "bottom_right"
+                else:
+                    mask = _and_mask(mask, causal_mask(l, s))
             # l == 1 with a cache: the single new query may see every cached key.
         drop = self.dropout if self.training else 0.0
         if need_weights:
