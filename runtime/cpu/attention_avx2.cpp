@@ -22,6 +22,7 @@
 
 #include "cpu/attention_kernels.h"
 #include "cpu/bias_gelu_kernels.h"
+#include "cpu/simd_exp.h"
 
 namespace {
 
@@ -30,22 +31,7 @@ constexpr int kLanes = 8;
 inline __m256 exp_ps(__m256 t) {
     t = _mm256_max_ps(_mm256_set1_ps(tt::kAttnExpLo), t); /* second operand kept: NaN stays */
     t = _mm256_min_ps(_mm256_set1_ps(tt::kAttnExpHi), t);
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(tt::kLog2e)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256 f = _mm256_fnmadd_ps(n, _mm256_set1_ps(tt::kLn2), t);
-    const __m256 f2 = _mm256_mul_ps(f, f);
-    const __m256 p01 = _mm256_fmadd_ps(_mm256_set1_ps(tt::kExpP0), f, _mm256_set1_ps(tt::kExpP1));
-    const __m256 p23 = _mm256_fmadd_ps(_mm256_set1_ps(tt::kExpP2), f, _mm256_set1_ps(tt::kExpP3));
-    const __m256 p45 = _mm256_fmadd_ps(_mm256_set1_ps(tt::kExpP4), f, _mm256_set1_ps(tt::kExpP5));
-    const __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(p01, f2, p23), f2, p45);
-    const __m256 e = _mm256_fmadd_ps(p, f2, _mm256_add_ps(f, _mm256_set1_ps(1.0f)));
-    const __m256i ni = _mm256_cvtps_epi32(n); /* [-159, 128]; NaN gives garbage, e is NaN */
-    const __m256i n1 = _mm256_srai_epi32(ni, 1);
-    const __m256i n2 = _mm256_sub_epi32(ni, n1);
-    const __m256i bias = _mm256_set1_epi32(127);
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+    return tt::exp_avx2(t);  /* the runtime's one vector exp (simd_exp.h) */
 }
 
 inline __m256i lane_mask(int64_t n) { /* lanes [0, n), 1 <= n <= 8 */

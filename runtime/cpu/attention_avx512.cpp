@@ -26,6 +26,7 @@
 
 #include "cpu/attention_kernels.h"
 #include "cpu/bias_gelu_kernels.h"
+#include "cpu/simd_exp.h"
 
 namespace {
 
@@ -35,16 +36,7 @@ inline __m512 exp_ps(__m512 t) {
     /* max/min return their second operand when either is NaN: NaN passes through. */
     t = _mm512_max_ps(_mm512_set1_ps(tt::kAttnExpLo), t);
     t = _mm512_min_ps(_mm512_set1_ps(tt::kAttnExpHi), t);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(tt::kLog2e)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_fnmadd_ps(n, _mm512_set1_ps(tt::kLn2), t);
-    const __m512 f2 = _mm512_mul_ps(f, f);
-    const __m512 p01 = _mm512_fmadd_ps(_mm512_set1_ps(tt::kExpP0), f, _mm512_set1_ps(tt::kExpP1));
-    const __m512 p23 = _mm512_fmadd_ps(_mm512_set1_ps(tt::kExpP2), f, _mm512_set1_ps(tt::kExpP3));
-    const __m512 p45 = _mm512_fmadd_ps(_mm512_set1_ps(tt::kExpP4), f, _mm512_set1_ps(tt::kExpP5));
-    const __m512 p = _mm512_fmadd_ps(_mm512_fmadd_ps(p01, f2, p23), f2, p45);
-    const __m512 e = _mm512_fmadd_ps(p, f2, _mm512_add_ps(f, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(e, n);
+    return tt::exp_avx512(t);  /* the runtime's one vector exp (simd_exp.h) */
 }
 
 inline __mmask16 lane_mask(int64_t n) { /* lanes [0, n), 1 <= n <= 16 */

@@ -23,6 +23,7 @@
 
 #include "cpu/attention_kernels.h"
 #include "cpu/bias_gelu_kernels.h"
+#include "cpu/simd_exp.h"
 
 namespace {
 
@@ -31,20 +32,7 @@ constexpr int kLanes = 4;
 inline float32x4_t exp_ps(float32x4_t t) {
     t = vmaxq_f32(t, vdupq_n_f32(tt::kAttnExpLo)); /* FMAX/FMIN return NaN if either is */
     t = vminq_f32(t, vdupq_n_f32(tt::kAttnExpHi));
-    const float32x4_t n = vrndnq_f32(vmulq_n_f32(t, tt::kLog2e));
-    const float32x4_t f = vfmsq_f32(t, n, vdupq_n_f32(tt::kLn2));
-    const float32x4_t f2 = vmulq_f32(f, f);
-    const float32x4_t p01 = vfmaq_f32(vdupq_n_f32(tt::kExpP1), vdupq_n_f32(tt::kExpP0), f);
-    const float32x4_t p23 = vfmaq_f32(vdupq_n_f32(tt::kExpP3), vdupq_n_f32(tt::kExpP2), f);
-    const float32x4_t p45 = vfmaq_f32(vdupq_n_f32(tt::kExpP5), vdupq_n_f32(tt::kExpP4), f);
-    const float32x4_t p = vfmaq_f32(p45, vfmaq_f32(p23, p01, f2), f2);
-    const float32x4_t e = vfmaq_f32(vaddq_f32(f, vdupq_n_f32(1.0f)), p, f2);
-    const int32x4_t ni = vcvtq_s32_f32(n); /* [-159, 128] */
-    const int32x4_t n1 = vshrq_n_s32(ni, 1);
-    const int32x4_t n2 = vsubq_s32(ni, n1);
-    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
-    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
-    return vmulq_f32(vmulq_f32(e, s1), s2);
+    return tt::exp_neon(t);  /* the runtime's one vector exp (simd_exp.h) */
 }
 
 inline void store_vec(float *c, float32x4_t x, int mode, const float *cs) {

@@ -19,6 +19,7 @@
 #include <immintrin.h>
 
 #include "cpu/bias_gelu_kernels.h"
+#include "cpu/simd_exp.h"
 
 namespace {
 
@@ -34,39 +35,7 @@ struct Consts {
     __m256 lowest = _mm256_set1_ps(-3.40282347e38f);
     __m256 exp_lo = _mm256_set1_ps(tt::kExpLo);
     __m256 exp_hi = _mm256_set1_ps(tt::kExpHi);
-    __m256 log2e = _mm256_set1_ps(tt::kLog2e);
-    __m256 ln2 = _mm256_set1_ps(tt::kLn2);
-    /* exp(f) ~ 1 + f + f^2 P(f) on |f| <= ln2/2, minimax P of degree 5. */
-    __m256 p0 = _mm256_set1_ps(tt::kExpP0);
-    __m256 p1 = _mm256_set1_ps(tt::kExpP1);
-    __m256 p2 = _mm256_set1_ps(tt::kExpP2);
-    __m256 p3 = _mm256_set1_ps(tt::kExpP3);
-    __m256 p4 = _mm256_set1_ps(tt::kExpP4);
-    __m256 p5 = _mm256_set1_ps(tt::kExpP5);
-    __m256i bias127 = _mm256_set1_epi32(127);
 };
-
-/* exp(t) for t in [-104, 104] (callers clamp; NaN passes through as NaN). Below -104 the
- * float result is 0, above 88.7 it is inf, both produced by the split 2^n scaling. */
-inline __m256 exp_core(__m256 t, const Consts &k) {
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, k.log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    /* One-constant reduction: the float ln2 is off by ~2e-9, so for |n| <= 150 the error in
-     * f is ~3e-7 absolute, below the ~|t| 6e-8 that rounding of t itself already carries. */
-    const __m256 f = _mm256_fnmadd_ps(n, k.ln2, t);
-    /* P(f) by Estrin's scheme: half the dependent FMAs of Horner's. */
-    const __m256 f2 = _mm256_mul_ps(f, f);
-    const __m256 p01 = _mm256_fmadd_ps(k.p0, f, k.p1);
-    const __m256 p23 = _mm256_fmadd_ps(k.p2, f, k.p3);
-    const __m256 p45 = _mm256_fmadd_ps(k.p4, f, k.p5);
-    const __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(p01, f2, p23), f2, p45);
-    const __m256 e = _mm256_fmadd_ps(p, f2, _mm256_add_ps(f, k.one)); /* 1 + f + f^2 P(f) */
-    const __m256i ni = _mm256_cvtps_epi32(n);                        /* in [-150, 150] */
-    const __m256i n1 = _mm256_srai_epi32(ni, 1);
-    const __m256i n2 = _mm256_sub_epi32(ni, n1);
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, k.bias127), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, k.bias127), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
-}
 
 /* Forward: y = u / (1 + exp(-z)). exp(-z) may be huge or inf (u very negative): then the
  * quotient is 0 and y = -0, which is the limit; no branch or blend is needed. u = -inf is
@@ -76,14 +45,14 @@ inline __m256 gelu(__m256 u, const Consts &k) {
     u = _mm256_max_ps(k.lowest, u);
     const __m256 neg_z = _mm256_mul_ps(u, _mm256_fmadd_ps(k.neg_b, _mm256_mul_ps(u, u), k.neg_a));
     const __m256 t = _mm256_min_ps(k.exp_hi, _mm256_max_ps(k.exp_lo, neg_z)); /* NaN kept */
-    return _mm256_div_ps(u, _mm256_add_ps(k.one, exp_core(t, k)));
+    return _mm256_div_ps(u, _mm256_add_ps(k.one, tt::exp_avx2(t)));
 }
 
 /* Backward needs s (1 - s) too, so it uses e = exp(-|z|) in [0, 1] (symmetric, no inf):
  *   s = 1/(1+e) for z >= 0, e/(1+e) otherwise;  s (1 - s) = e / (1+e)^2. */
 inline __m256 gelu_grad(__m256 u, const Consts &k) {
     const __m256 z = _mm256_mul_ps(u, _mm256_fmadd_ps(k.b, _mm256_mul_ps(u, u), k.a));
-    const __m256 e = exp_core(_mm256_max_ps(k.exp_lo, _mm256_or_ps(z, k.sign)), k); /* exp(-|z|) */
+    const __m256 e = tt::exp_avx2(_mm256_max_ps(k.exp_lo, _mm256_or_ps(z, k.sign))); /* exp(-|z|) */
     const __m256 r = _mm256_div_ps(k.one, _mm256_add_ps(k.one, e));
     const __m256 s = _mm256_blendv_ps(r, _mm256_mul_ps(e, r), _mm256_cmp_ps(z, k.zero, _CMP_LT_OQ));
     const __m256 dz = _mm256_fmadd_ps(k.b3, _mm256_mul_ps(u, u), k.a);

@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include "cpu/bias_gelu_kernels.h"
+#include "cpu/simd_exp.h"
 
 namespace {
 
@@ -31,39 +32,7 @@ struct Consts {
     __m512 lowest = _mm512_set1_ps(-3.40282347e38f);
     __m512 exp_lo = _mm512_set1_ps(tt::kExpLo);
     __m512 exp_hi = _mm512_set1_ps(tt::kExpHi);
-    __m512 log2e = _mm512_set1_ps(tt::kLog2e);
-    __m512 ln2 = _mm512_set1_ps(tt::kLn2);
-    /* exp(f) ~ 1 + f + f^2 P(f) on |f| <= ln2/2, minimax P of degree 5. */
-    __m512 p0 = _mm512_set1_ps(tt::kExpP0);
-    __m512 p1 = _mm512_set1_ps(tt::kExpP1);
-    __m512 p2 = _mm512_set1_ps(tt::kExpP2);
-    __m512 p3 = _mm512_set1_ps(tt::kExpP3);
-    __m512 p4 = _mm512_set1_ps(tt::kExpP4);
-    __m512 p5 = _mm512_set1_ps(tt::kExpP5);
-    __m512i bias127 = _mm512_set1_epi32(127);
 };
-
-/* exp(t) for t in [-104, 104] (callers clamp; NaN passes through as NaN). Below -104 the
- * float result is 0, above 88.7 it is inf, both produced by the split 2^n scaling. */
-inline __m512 exp_core(__m512 t, const Consts &k) {
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, k.log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    /* One-constant reduction: the float ln2 is off by ~2e-9, so for |n| <= 150 the error in
-     * f is ~3e-7 absolute, below the ~|t| 6e-8 that rounding of t itself already carries. */
-    const __m512 f = _mm512_fnmadd_ps(n, k.ln2, t);
-    /* P(f) by Estrin's scheme: half the dependent FMAs of Horner's. */
-    const __m512 f2 = _mm512_mul_ps(f, f);
-    const __m512 p01 = _mm512_fmadd_ps(k.p0, f, k.p1);
-    const __m512 p23 = _mm512_fmadd_ps(k.p2, f, k.p3);
-    const __m512 p45 = _mm512_fmadd_ps(k.p4, f, k.p5);
-    const __m512 p = _mm512_fmadd_ps(_mm512_fmadd_ps(p01, f2, p23), f2, p45);
-    const __m512 e = _mm512_fmadd_ps(p, f2, _mm512_add_ps(f, k.one)); /* 1 + f + f^2 P(f) */
-    const __m512i ni = _mm512_cvtps_epi32(n);                        /* in [-150, 150] */
-    const __m512i n1 = _mm512_srai_epi32(ni, 1);
-    const __m512i n2 = _mm512_sub_epi32(ni, n1);
-    const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, k.bias127), 23));
-    const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, k.bias127), 23));
-    return _mm512_mul_ps(_mm512_mul_ps(e, s1), s2);
-}
 
 /* Forward: y = u / (1 + exp(-z)). exp(-z) may be huge or inf (u very negative): then the
  * quotient is 0 and y = -0, which is the limit; no branch or blend is needed. u = -inf is
@@ -73,14 +42,14 @@ inline __m512 gelu(__m512 u, const Consts &k) {
     u = _mm512_max_ps(k.lowest, u);
     const __m512 neg_z = _mm512_mul_ps(u, _mm512_fmadd_ps(k.neg_b, _mm512_mul_ps(u, u), k.neg_a));
     const __m512 t = _mm512_min_ps(k.exp_hi, _mm512_max_ps(k.exp_lo, neg_z)); /* NaN kept */
-    return _mm512_div_ps(u, _mm512_add_ps(k.one, exp_core(t, k)));
+    return _mm512_div_ps(u, _mm512_add_ps(k.one, tt::exp_avx512(t)));
 }
 
 /* Backward needs s (1 - s) too, so it uses e = exp(-|z|) in [0, 1] (symmetric, no inf):
  *   s = 1/(1+e) for z >= 0, e/(1+e) otherwise;  s (1 - s) = e / (1+e)^2. */
 inline __m512 gelu_grad(__m512 u, const Consts &k) {
     const __m512 z = _mm512_mul_ps(u, _mm512_fmadd_ps(k.b, _mm512_mul_ps(u, u), k.a));
-    const __m512 e = exp_core(_mm512_max_ps(k.exp_lo, _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(z), _mm512_castps_si512(k.sign)))), k); /* exp(-|z|) */
+    const __m512 e = tt::exp_avx512(_mm512_max_ps(k.exp_lo, _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(z), _mm512_castps_si512(k.sign))))); /* exp(-|z|) */
     const __m512 r = _mm512_div_ps(k.one, _mm512_add_ps(k.one, e));
     const __m512 s = _mm512_mask_mul_ps(r, _mm512_cmp_ps_mask(z, k.zero, _CMP_LT_OQ), e, r);
     const __m512 dz = _mm512_fmadd_ps(k.b3, _mm512_mul_ps(u, u), k.a);

@@ -11,27 +11,9 @@
 #include <arm_neon.h>
 
 #include "cpu/bias_gelu_kernels.h"
+#include "cpu/simd_exp.h"
 
 namespace {
-
-/* exp(t) for t in [-104, 104] (callers clamp; NaN stays NaN): one-constant range
- * reduction, Estrin evaluation of the minimax P, split 2^n scaling (0 and inf at the ends). */
-inline float32x4_t exp_core(float32x4_t t) {
-    const float32x4_t n = vrndnq_f32(vmulq_n_f32(t, tt::kLog2e));
-    const float32x4_t f = vfmsq_f32(t, n, vdupq_n_f32(tt::kLn2));
-    const float32x4_t f2 = vmulq_f32(f, f);
-    const float32x4_t p01 = vfmaq_f32(vdupq_n_f32(tt::kExpP1), vdupq_n_f32(tt::kExpP0), f);
-    const float32x4_t p23 = vfmaq_f32(vdupq_n_f32(tt::kExpP3), vdupq_n_f32(tt::kExpP2), f);
-    const float32x4_t p45 = vfmaq_f32(vdupq_n_f32(tt::kExpP5), vdupq_n_f32(tt::kExpP4), f);
-    const float32x4_t p = vfmaq_f32(p45, vfmaq_f32(p23, p01, f2), f2);
-    const float32x4_t e = vfmaq_f32(vaddq_f32(f, vdupq_n_f32(1.0f)), p, f2);
-    const int32x4_t ni = vcvtq_s32_f32(n); /* in [-150, 150] */
-    const int32x4_t n1 = vshrq_n_s32(ni, 1);
-    const int32x4_t n2 = vsubq_s32(ni, n1);
-    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, vdupq_n_s32(127)), 23));
-    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, vdupq_n_s32(127)), 23));
-    return vmulq_f32(vmulq_f32(e, s1), s2);
-}
 
 /* y = u / (1 + exp(-z)); u = -inf raised to the lowest float first (y = -0, not NaN). */
 inline float32x4_t gelu(float32x4_t u) {
@@ -39,13 +21,13 @@ inline float32x4_t gelu(float32x4_t u) {
     const float32x4_t neg_z = vmulq_f32(
         u, vfmaq_f32(vdupq_n_f32(-tt::kGeluA), vdupq_n_f32(-tt::kGeluB), vmulq_f32(u, u)));
     const float32x4_t t = vminq_f32(vmaxq_f32(neg_z, vdupq_n_f32(tt::kExpLo)), vdupq_n_f32(tt::kExpHi));
-    return vdivq_f32(u, vaddq_f32(vdupq_n_f32(1.0f), exp_core(t)));
+    return vdivq_f32(u, vaddq_f32(vdupq_n_f32(1.0f), tt::exp_neon(t)));
 }
 
 /* s = sigmoid(z) from e = exp(-|z|) in [0, 1]; s (1 - s) = e / (1+e)^2. */
 inline float32x4_t gelu_grad(float32x4_t u) {
     const float32x4_t z = vmulq_f32(u, vfmaq_f32(vdupq_n_f32(tt::kGeluA), vdupq_n_f32(tt::kGeluB), vmulq_f32(u, u)));
-    const float32x4_t e = exp_core(vmaxq_f32(vnegq_f32(vabsq_f32(z)), vdupq_n_f32(tt::kExpLo)));
+    const float32x4_t e = tt::exp_neon(vmaxq_f32(vnegq_f32(vabsq_f32(z)), vdupq_n_f32(tt::kExpLo)));
     const float32x4_t r = vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), e));
     const float32x4_t s = vbslq_f32(vcltq_f32(z, vdupq_n_f32(0.0f)), vmulq_f32(e, r), r);
     const float32x4_t dz = vfmaq_f32(vdupq_n_f32(tt::kGeluA), vdupq_n_f32(tt::kGeluB3), vmulq_f32(u, u));
