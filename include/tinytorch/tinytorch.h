@@ -409,6 +409,76 @@ TT_API tt_status tt_attention_backward(const float *q, const int64_t *q_strides,
                                        int64_t batch, int64_t heads, int64_t sq, int64_t sk,
                                        int64_t d, float scale, int causal);
 
+/* Row-wise normalisations over the last axis of a contiguous rows x cols float matrix
+ * (runtime/cpu/rownorm*.cpp: a scalar, an AVX2, an AVX-512 and a NEON row kernel chosen
+ * by the active ISA). Rows are split across
+ * threads above 2^16 elements; every result is deterministic for a given thread count.
+ * Every function checks rows, cols >= 0 (and rows x cols floats fit in int64 bytes);
+ * pointers may be NULL only when the text says so or there is nothing to touch.
+ *
+ * Layer norm: mean_i = sum_j x_ij / cols, var_i = sum_j (x_ij - mean_i)^2 / cols (biased),
+ *   rstd_i = 1 / sqrt(var_i + eps),  y_ij = (x_ij - mean_i) rstd_i gamma_j + beta_j.
+ * gamma and beta (cols entries each) may be NULL (weight 1, bias 0); mean and rstd (rows
+ * entries each) may be NULL when not wanted. The statistics are one pass over the row
+ * (sum and sum of squares of x - x_i0 per SIMD lane, combined in double). eps must be
+ * finite and >= 0. y may equal x (not partly overlap it); y must not overlap gamma, beta,
+ * mean or rstd. cols == 0 gives mean 0, rstd 1/sqrt(eps). Path "layernorm_forward:<isa>". */
+TT_API tt_status tt_layernorm_forward(const float *x, const float *gamma, const float *beta,
+                                      float *y, float *mean, float *rstd,
+                                      int64_t rows, int64_t cols, float eps);
+
+/* Gradients of tt_layernorm_forward from its x, gamma, saved mean and rstd, and
+ * grad_y = dL/dy: with xhat = (x - mean) rstd and g = grad_y gamma (grad_y if gamma is NULL),
+ *   grad_x_ij     = rstd_i (g_ij - mean_j(g_i.) - xhat_ij mean_j(g_i. xhat_i.)),
+ *   grad_gamma_j  = sum_i grad_y_ij xhat_ij,   grad_beta_j = sum_i grad_y_ij.
+ * grad_x, grad_gamma and grad_beta may each be NULL (not computed); grad_gamma and
+ * grad_beta are overwritten, summed per thread in float over chunks of 64 rows, then in
+ * double, in thread order (deterministic). grad_x may equal grad_y or x; grad_gamma and
+ * grad_beta overlap nothing. Path "layernorm_backward:<isa>". */
+TT_API tt_status tt_layernorm_backward(const float *x, const float *gamma, const float *mean,
+                                       const float *rstd, const float *grad_y, float *grad_x,
+                                       float *grad_gamma, float *grad_beta,
+                                       int64_t rows, int64_t cols);
+
+/* Softmax and log-softmax of each row: m_i = max_j x_ij, lse_i = m_i + log sum_j exp(x_ij - m_i),
+ *   softmax: y_ij = exp(x_ij - m_i) / sum_j exp(x_ij - m_i),   log-softmax: y_ij = x_ij - lse_i.
+ * lse (rows entries) may be NULL; y may equal x (not partly overlap it); lse must not
+ * overlap x or y. A row holding NaN, or +inf, or only -inf gives NaN (as PyTorch).
+ * Paths "softmax_forward:<isa>", "log_softmax_forward:<isa>". */
+TT_API tt_status tt_softmax_forward(const float *x, float *y, float *lse, int64_t rows,
+                                    int64_t cols);
+TT_API tt_status tt_log_softmax_forward(const float *x, float *y, float *lse, int64_t rows,
+                                        int64_t cols);
+
+/* Backward from the forward's output y and grad_y:
+ *   softmax:     grad_x = y (grad_y - sum_j grad_y_ij y_ij)
+ *   log-softmax: grad_x = grad_y - exp(y) sum_j grad_y_ij
+ * grad_x may equal grad_y or y (not partly overlap either). Paths "softmax_backward:<isa>",
+ * "log_softmax_backward:<isa>". */
+TT_API tt_status tt_softmax_backward(const float *y, const float *grad_y, float *grad_x,
+                                     int64_t rows, int64_t cols);
+TT_API tt_status tt_log_softmax_backward(const float *y, const float *grad_y, float *grad_x,
+                                         int64_t rows, int64_t cols);
+
+/* Cross-entropy of each row of logits (rows x cols, contiguous) against an int64 class
+ * target per row, from the row's log-sum-exp (the log-softmax is never stored):
+ *   lse_i = log sum_j exp(logits_ij),  loss_i = lse_i - logits_i,target_i,
+ * and loss_i = 0 where target_i == ignore_index (lse_i is still written). Every other
+ * target must lie in [0, cols) (TT_ERR_INVALID_ARGUMENT naming the row). lse may be NULL;
+ * loss and lse overlap nothing else. Path "cross_entropy_forward:<isa>". */
+TT_API tt_status tt_cross_entropy_forward(const float *logits, const int64_t *target,
+                                          float *loss, float *lse, int64_t rows, int64_t cols,
+                                          int64_t ignore_index);
+
+/* Gradient of sum_i grad_loss_i loss_i from the forward's lse:
+ *   grad_logits_ij = grad_loss_i (exp(logits_ij - lse_i) - [j == target_i]),
+ * rows whose target is ignore_index get 0. grad_logits may equal logits (not partly overlap
+ * it). Path "cross_entropy_backward:<isa>". */
+TT_API tt_status tt_cross_entropy_backward(const float *logits, const int64_t *target,
+                                           const float *lse, const float *grad_loss,
+                                           float *grad_logits, int64_t rows, int64_t cols,
+                                           int64_t ignore_index);
+
 /* Name of the code path the calling thread's most recent kernel call took, e.g.
  * "sgemm:avx2", "sgemm:reference", "bias_gelu_forward:avx512". Tests use it to
  * prove the fast path ran. "" before any kernel call. */

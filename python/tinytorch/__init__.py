@@ -10,6 +10,7 @@ Top-level names are loaded lazily, so `import tinytorch` stays cheap:
     GPT, MultiHeadAttention, Embedding, ...     common building blocks (see _LAZY)
     Profiler, precise_timer, MLPerf             measurement
     set_num_threads, get_num_threads            kernel threads
+Code written for the course's (upstream) TinyTorch: see docs/compat.md.
 """
 from __future__ import annotations
 
@@ -49,6 +50,43 @@ _LAZY = {
     "simd_matmul": "tinytorch.extensions.simd_ops",
     "simd_fused_bias_gelu": "tinytorch.extensions.simd_ops",
     "use_native": "tinytorch.core.acceleration",
+    # upstream TinyTorch's top-level names (docs/compat.md)
+    "Sigmoid": "tinytorch.core.activations",
+    "ReLU": "tinytorch.core.activations",
+    "Tanh": "tinytorch.core.activations",
+    "GELU": "tinytorch.core.activations",
+    "Softmax": "tinytorch.core.activations",
+    "Layer": "tinytorch.core.layers",
+    "Linear": "tinytorch.core.layers",
+    "Dropout": "tinytorch.core.layers",
+    "Sequential": "tinytorch.core.layers",
+    "MSELoss": "tinytorch.core.losses",
+    "CrossEntropyLoss": "tinytorch.core.losses",
+    "BinaryCrossEntropyLoss": "tinytorch.core.losses",
+    "Dataset": "tinytorch.core.dataloader",
+    "TensorDataset": "tinytorch.core.dataloader",
+    "DataLoader": "tinytorch.core.dataloader",
+    "RandomHorizontalFlip": "tinytorch.core.transforms",
+    "RandomCrop": "tinytorch.core.transforms",
+    "Compose": "tinytorch.core.transforms",
+    "enable_autograd": "tinytorch.core.autograd",
+    "SGD": "tinytorch.core.optimizers",
+    "Adam": "tinytorch.core.optimizers",
+    "AdamW": "tinytorch.core.optimizers",
+    "Trainer": "tinytorch.core.training",
+    "CosineSchedule": "tinytorch.core.training",
+    "clip_grad_norm": "tinytorch.core.training",
+    "Conv2d": "tinytorch.core.spatial",
+    "MaxPool2d": "tinytorch.core.spatial",
+    "AvgPool2d": "tinytorch.core.spatial",
+    "Conv2D": "tinytorch.core.spatial",
+    "MaxPool2D": "tinytorch.core.spatial",
+    "AvgPool2D": "tinytorch.core.spatial",
+    "PositionalEncoding": "tinytorch.core.embeddings",
+    "EmbeddingLayer": "tinytorch.core.embeddings",
+    "MLP": "tinytorch.core.transformers",
+    "create_causal_mask": "tinytorch.core.transformer",
+    "benchmarking": "tinytorch.perf",
 }
 
 

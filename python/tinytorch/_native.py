@@ -115,6 +115,17 @@ PROTOTYPES = {
                                         _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr,
                                         c_int64, c_int64, c_int64, c_int64, c_int64, c_float,
                                         c_int]),
+    "tt_layernorm_forward": (_status, [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, c_int64, c_int64,
+                                       c_float]),
+    "tt_layernorm_backward": (_status, [_ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr,
+                                        c_int64, c_int64]),
+    "tt_softmax_forward": (_status, [_ptr, _ptr, _ptr, c_int64, c_int64]),
+    "tt_log_softmax_forward": (_status, [_ptr, _ptr, _ptr, c_int64, c_int64]),
+    "tt_softmax_backward": (_status, [_ptr, _ptr, _ptr, c_int64, c_int64]),
+    "tt_log_softmax_backward": (_status, [_ptr, _ptr, _ptr, c_int64, c_int64]),
+    "tt_cross_entropy_forward": (_status, [_ptr, _ptr, _ptr, _ptr, c_int64, c_int64, c_int64]),
+    "tt_cross_entropy_backward": (_status, [_ptr, _ptr, _ptr, _ptr, _ptr, c_int64, c_int64,
+                                            c_int64]),
 }
 
 # Optional symbols: declared when present (added by later parts of the runtime),

@@ -1,5 +1,5 @@
 # Kernel sources of libtinytorch (GEMM driver + micro-kernels, fused bias-GELU,
-# FlashAttention driver + per-ISA block kernels).
+# FlashAttention driver + per-ISA block kernels, layer-norm / softmax row kernels).
 #
 # Included by the top-level CMakeLists.txt after add_library(tinytorch ...). Generic
 # files are compiled for the baseline of the architecture (plain x86-64 / AArch64);
@@ -15,6 +15,7 @@ target_sources(tinytorch PRIVATE
   ${TT_CPU_DIR}/bias_gelu_reference.cpp
   ${TT_CPU_DIR}/attention.cpp
   ${TT_CPU_DIR}/attention_scalar.cpp
+  ${TT_CPU_DIR}/rownorm.cpp
 )
 
 if(TT_ARCH_X86)
@@ -25,6 +26,8 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/bias_gelu_avx512.cpp
     ${TT_CPU_DIR}/attention_avx2.cpp
     ${TT_CPU_DIR}/attention_avx512.cpp
+    ${TT_CPU_DIR}/rownorm_avx2.cpp
+    ${TT_CPU_DIR}/rownorm_avx512.cpp
   )
   if(MSVC)
     set(TT_AVX2_FLAGS "/arch:AVX2")
@@ -37,11 +40,13 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/gemm_kernel_avx2.cpp
     ${TT_CPU_DIR}/bias_gelu_avx2.cpp
     ${TT_CPU_DIR}/attention_avx2.cpp
+    ${TT_CPU_DIR}/rownorm_avx2.cpp
     PROPERTIES COMPILE_OPTIONS "${TT_AVX2_FLAGS}")
   set_source_files_properties(
     ${TT_CPU_DIR}/gemm_kernel_avx512.cpp
     ${TT_CPU_DIR}/bias_gelu_avx512.cpp
     ${TT_CPU_DIR}/attention_avx512.cpp
+    ${TT_CPU_DIR}/rownorm_avx512.cpp
     PROPERTIES COMPILE_OPTIONS "${TT_AVX512_FLAGS}")
 elseif(TT_ARCH_ARM64)
   # NEON (Advanced SIMD) is part of the AArch64 baseline: no extra flags needed.
@@ -49,5 +54,6 @@ elseif(TT_ARCH_ARM64)
     ${TT_CPU_DIR}/gemm_kernel_neon.cpp
     ${TT_CPU_DIR}/bias_gelu_neon.cpp
     ${TT_CPU_DIR}/attention_neon.cpp
+    ${TT_CPU_DIR}/rownorm_neon.cpp
   )
 endif()

@@ -1,11 +1,12 @@
-# C tests of the kernels (GEMM, fused bias-GELU, attention). Included by tests/c/CMakeLists.txt,
+# C tests of the kernels (GEMM, fused bias-GELU, attention, layer norm / softmax rows). Included by tests/c/CMakeLists.txt,
 # which provides tt_add_c_test(name source).
 tt_add_c_test(test_gemm ${CMAKE_CURRENT_LIST_DIR}/test_gemm.c)
 tt_add_c_test(test_gelu ${CMAKE_CURRENT_LIST_DIR}/test_gelu.c)
 tt_add_c_test(test_attention ${CMAKE_CURRENT_LIST_DIR}/test_attention.c)
+tt_add_c_test(test_rownorm ${CMAKE_CURRENT_LIST_DIR}/test_rownorm.c)
 # The tests run 2-thread kernels on a shared machine; passive waiting keeps a thread whose
 # partner was descheduled from spinning (the tests measure correctness, not speed).
-set_tests_properties(test_gemm test_gelu test_attention PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=passive")
+set_tests_properties(test_gemm test_gelu test_attention test_rownorm PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=passive")
 # Regressions of fuzzing findings (a deadlock and a hang among them): a timeout turns a
 # regression into a failure instead of a stalled suite.
 tt_add_c_test(test_reliability ${CMAKE_CURRENT_LIST_DIR}/test_reliability.c)

@@ -108,9 +108,131 @@ def bias_gelu_backward(x, bias, grad, any_size=False):
     return gx, gb
 
 
+def layer_norm(x, gamma, beta, eps, any_size=False):
+    """(y, mean, rstd) of the layer norm of ``x`` (..., D) over its last axis: mean, biased
+    variance, rstd = 1/sqrt(var + ``eps``), y = (x - mean) rstd gamma + beta (``gamma`` /
+    ``beta`` (D,) or None: 1 and 0), in x's dtype (NumPy promotion with gamma's); mean and
+    rstd have shape x.shape[:-1]. ``any_size`` is ignored."""
+    record_path("numpy")
+    mean = x.mean(axis=-1, keepdims=True)
+    xc = x - mean
+    var = np.mean(xc * xc, axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + np.asarray(eps, dtype=var.dtype))
+    y = xc * rstd
+    if gamma is not None:
+        y = y * gamma
+    if beta is not None:
+        y = y + beta
+    return y, mean[..., 0], rstd[..., 0]
+
+
+def layer_norm_backward(x, gamma, mean, rstd, grad, need=(True, True, True), any_size=False):
+    """(grad_x, grad_gamma, grad_beta) of ``layer_norm`` from ``x``, ``gamma`` (or None), the
+    forward's ``mean`` and ``rstd`` and ``grad`` = dL/dy; None where ``need`` (three bools)
+    says False, and grad_gamma None without gamma:
+    grad_x = rstd (g - mean(g) - xhat mean(g xhat)) with g = grad gamma, xhat = (x - mean) rstd;
+    grad_gamma = sum of grad xhat and grad_beta = sum of grad over the leading axes.
+    ``any_size`` is ignored."""
+    record_path("numpy")
+    rstd = rstd[..., None]
+    xhat = (x - mean[..., None]) * rstd
+    gx = gg = gb = None
+    if need[0]:
+        dxh = grad if gamma is None else grad * gamma
+        gx = rstd * (dxh - dxh.mean(axis=-1, keepdims=True)
+                     - xhat * np.mean(dxh * xhat, axis=-1, keepdims=True))
+    lead = tuple(range(grad.ndim - 1))
+    if need[1] and gamma is not None:
+        gg = np.sum(grad * xhat, axis=lead)
+    if need[2]:
+        gb = np.sum(grad, axis=lead)
+    return gx, gg, gb
+
+
+def _shift_by_max(x, axis):
+    """x minus its maximum along axis, so exp never overflows. A size-0 array has no maximum
+    to take (np.max raises) and nothing to shift: softmax of it is empty, as in PyTorch."""
+    return x - np.max(x, axis=axis, keepdims=True) if x.size else x.copy()
+
+
+def softmax(x, axis, any_size=False):
+    """``exp(x) / sum(exp(x))`` along the non-negative int ``axis``, shifted by the maximum
+    so exp never overflows. ``any_size`` is ignored."""
+    record_path("numpy")
+    e = np.exp(_shift_by_max(x, axis))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def log_softmax(x, axis, any_size=False):
+    """``x - max - log(sum(exp(x - max)))`` along the non-negative int ``axis``.
+    ``any_size`` is ignored."""
+    record_path("numpy")
+    shifted = _shift_by_max(x, axis)
+    with np.errstate(divide="ignore"):  # log(0) only for an empty axis (the sum is >= 1 otherwise)
+        return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def softmax_backward(y, grad, axis, any_size=False):
+    """``y * (grad - sum(grad * y))`` along ``axis``: dL/dx of ``softmax`` from its output
+    ``y`` and ``grad`` = dL/dy. ``any_size`` is ignored."""
+    record_path("numpy")
+    return y * (grad - np.sum(grad * y, axis=axis, keepdims=True))
+
+
+def log_softmax_backward(y, grad, axis, any_size=False):
+    """``grad - exp(y) * sum(grad)`` along ``axis``: dL/dx of ``log_softmax`` from its output
+    ``y`` and ``grad`` = dL/dy. ``any_size`` is ignored."""
+    record_path("numpy")
+    return grad - np.exp(y) * np.sum(grad, axis=axis, keepdims=True)
+
+
+def cross_entropy(logits, target, ignore_index, label_smoothing, any_size=False):
+    """(loss, lse) per row of ``logits`` (M, C) against integer ``target`` (M,): log-softmax
+    shifted by the row maximum, loss = -log_probs[target] (with ``label_smoothing`` eps:
+    (1 - eps) of that minus eps/C times the sum of log_probs), 0 where the target is
+    ``ignore_index``; lse = log sum exp of the row. ``any_size`` is ignored."""
+    record_path("numpy")
+    m, c = logits.shape
+    peak = logits.max(axis=1, keepdims=True) if m else np.zeros((0, 1), logits.dtype)
+    shifted = logits - peak
+    sum_exp = np.exp(shifted).sum(axis=1, keepdims=True)
+    log_probs = shifted - np.log(sum_exp)
+    valid = target != ignore_index
+    safe_t = np.where(valid, target, 0)
+    nll = -log_probs[np.arange(m), safe_t]
+    if label_smoothing:
+        nll = (1.0 - label_smoothing) * nll - (label_smoothing / c) * log_probs.sum(axis=1)
+    loss = np.where(valid, nll, 0).astype(logits.dtype, copy=False)
+    return loss, (peak + np.log(sum_exp))[:, 0].astype(logits.dtype, copy=False)
+
+
+def cross_entropy_backward(logits, target, lse, grad_rows, ignore_index, label_smoothing,
+                           any_size=False):
+    """dL/dlogits of sum(``grad_rows`` * loss) for ``cross_entropy``: softmax (from the
+    forward's ``lse``) minus the (smoothed) one-hot target, times each row's ``grad_rows``,
+    0 for rows whose ``target`` is ``ignore_index``; ``logits`` and ``label_smoothing`` as
+    in ``cross_entropy``. ``any_size`` is ignored."""
+    record_path("numpy")
+    m, c = logits.shape
+    grad = np.exp(logits - lse[:, None])
+    valid = target != ignore_index
+    safe_t = np.where(valid, target, 0)
+    if label_smoothing:
+        grad -= label_smoothing / c
+        grad[np.arange(m), safe_t] -= 1.0 - label_smoothing
+    else:
+        grad[np.arange(m), safe_t] -= 1.0
+    grad *= valid[:, None] * grad_rows[:, None]
+    return grad.astype(logits.dtype, copy=False)
+
+
 register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every call the "
                                         "native back ends decline"),
          ops={"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
               "bias_gelu_backward": bias_gelu_backward, "attention": _attention.attention,
-              "attention_backward": _attention.attention_backward},
+              "attention_backward": _attention.attention_backward, "layer_norm": layer_norm,
+              "layer_norm_backward": layer_norm_backward, "softmax": softmax,
+              "log_softmax": log_softmax, "softmax_backward": softmax_backward,
+              "log_softmax_backward": log_softmax_backward, "cross_entropy": cross_entropy,
+              "cross_entropy_backward": cross_entropy_backward},
          priority=0, native=False, description="the NumPy fallback")

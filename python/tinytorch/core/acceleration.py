@@ -22,6 +22,21 @@ Contract (arrays in, arrays out; no autograd here):
   attention_backward(q, k, v, out, lse, grad, mask=None, causal=False, scale=None,
                      need=(True, True, True))
                                    -> (grad_q, grad_k, grad_v), batch axes as broadcast
+  layer_norm(x, gamma, beta, eps=1e-5)
+                                   -> (y, mean, rstd): layer norm over the last axis of
+                                      x [..., D], gamma / beta (D,) or None; mean, rstd [...]
+  layer_norm_backward(x, gamma, mean, rstd, grad, need=(True, True, True))
+                                   -> (grad_x, grad_gamma, grad_beta), None where not needed
+  softmax(x, axis=-1), log_softmax(x, axis=-1)
+                                   -> (log-)softmax along one axis (the native kernels serve
+                                      the last axis of float32 arrays)
+  softmax_backward(y, grad, axis=-1), log_softmax_backward(y, grad, axis=-1)
+                                   -> dL/dx from the forward's output y and grad = dL/dy
+  cross_entropy(logits, target, ignore_index=-100, label_smoothing=0.0)
+                                   -> (loss, lse) per row of logits (M, C), target (M,)
+  cross_entropy_backward(logits, target, lse, grad_rows, ignore_index=-100,
+                         label_smoothing=0.0)
+                                   -> dL/dlogits (M, C) of sum(grad_rows * loss)
   last_path()                      -> what the calling thread's last call ran
 Each takes ``any_size=True`` to send even tiny float32 problems to the native kernel
 (the SIMD extension does: it exists to show the kernels, not to pick the fastest path).
@@ -59,7 +74,9 @@ from ..backends.cpu import NATIVE_MIN_ELEMENTS, NATIVE_MIN_GEMM_WORK, NATIVE_MIN
 from ..backends.numpy_fallback import promote_to_float, stable_sigmoid
 
 __all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward",
-           "attention", "attention_backward",
+           "attention", "attention_backward", "layer_norm", "layer_norm_backward", "softmax",
+           "log_softmax", "softmax_backward", "log_softmax_backward", "cross_entropy",
+           "cross_entropy_backward",
            "stable_sigmoid", "promote_to_float", "last_path", "record_path", "record_native_path",
            "use_native", "set_native_enabled", "native_enabled", "native_available", "native_library",
            "check_status", "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS",
@@ -259,3 +276,127 @@ def attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndar
     code, scale = _attention_args(q, k, v, mask, causal, scale, "attention_backward")
     need = tuple(bool(n) for n in need)
     return _route("attention_backward", q, k, v, out, lse, grad, mask, code, scale, need, any_size)
+
+
+# --------------------------------------------------------------------------------------
+# Row-wise normalisations: layer norm, softmax, log-softmax (runtime/cpu/rownorm*.cpp)
+# --------------------------------------------------------------------------------------
+
+def _last_axis_vector(v, d, name, who):
+    if v is not None and v.shape != (d,):
+        raise ValueError(f"{who}: {name} must have shape ({d},) (the last axis), got {v.shape}")
+
+
+def layer_norm(x: np.ndarray, gamma: np.ndarray | None = None, beta: np.ndarray | None = None,
+               eps: float = 1e-5, any_size: bool = False):
+    """(y, mean, rstd): the layer norm of ``x`` (..., D) over its last axis,
+    y = (x - mean) * rstd * gamma + beta with the biased variance and
+    rstd = 1 / sqrt(var + eps); ``gamma`` and ``beta`` are (D,) or None (1 and 0); mean and
+    rstd have shape x.shape[:-1] (what the backward needs). The runtime's kernel serves
+    float32 (one pass for the statistics); ``any_size`` as in ``gemm``."""
+    x = promote_to_float(x)
+    if x.ndim < 1:
+        raise ValueError("layer_norm: x needs at least one dimension")
+    _last_axis_vector(gamma, x.shape[-1], "gamma", "layer_norm")
+    _last_axis_vector(beta, x.shape[-1], "beta", "layer_norm")
+    eps = float(eps)
+    if not (np.isfinite(eps) and eps >= 0):
+        raise ValueError(f"layer_norm: eps must be finite and >= 0, got {eps}")
+    return _route("layer_norm", x, gamma, beta, eps, any_size)
+
+
+def layer_norm_backward(x: np.ndarray, gamma: np.ndarray | None, mean: np.ndarray,
+                        rstd: np.ndarray, grad: np.ndarray, need=(True, True, True),
+                        any_size: bool = False):
+    """(grad_x, grad_gamma, grad_beta) of ``layer_norm(x, gamma, beta, eps)`` from ``x``,
+    ``gamma``, the forward's ``mean`` and ``rstd`` and ``grad`` = dL/dy (x's shape); None
+    where ``need`` (three bools, for x, gamma, beta) says False, grad_gamma None when
+    ``gamma`` is None. The parameter gradients are summed over all leading axes.
+    ``any_size`` as in ``gemm``."""
+    x = promote_to_float(x)
+    if x.ndim < 1 or grad.shape != x.shape or mean.shape != x.shape[:-1] or \
+            rstd.shape != x.shape[:-1]:
+        raise ValueError(f"layer_norm_backward: x {x.shape} needs grad of its shape and mean, "
+                         f"rstd of shape {x.shape[:-1]}, got grad {grad.shape}, mean "
+                         f"{mean.shape}, rstd {rstd.shape}")
+    _last_axis_vector(gamma, x.shape[-1], "gamma", "layer_norm_backward")
+    need = tuple(bool(n) for n in need)
+    return _route("layer_norm_backward", x, gamma, mean, rstd, grad, need, any_size)
+
+
+def _axis(x, axis, who):
+    if x.ndim == 0:
+        raise ValueError(f"{who}: needs at least one dimension")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"{who}: axis {axis} is out of range for shape {x.shape}")
+    return axis % x.ndim
+
+
+def softmax(x: np.ndarray, axis: int = -1, any_size: bool = False) -> np.ndarray:
+    """``exp(x) / sum(exp(x))`` along ``axis`` (shifted by the maximum: never overflows);
+    integer ``x`` gives float32. The runtime's kernel serves the last axis of float32
+    arrays; ``any_size`` as in ``gemm``."""
+    x = promote_to_float(x)
+    return _route("softmax", x, _axis(x, axis, "softmax"), any_size)
+
+
+def log_softmax(x: np.ndarray, axis: int = -1, any_size: bool = False) -> np.ndarray:
+    """``x - max - log(sum(exp(x - max)))`` along ``axis``; as ``softmax`` otherwise
+    (``any_size`` likewise)."""
+    x = promote_to_float(x)
+    return _route("log_softmax", x, _axis(x, axis, "log_softmax"), any_size)
+
+
+def softmax_backward(y: np.ndarray, grad: np.ndarray, axis: int = -1,
+                     any_size: bool = False) -> np.ndarray:
+    """dL/dx = y * (grad - sum(grad * y)) of ``y = softmax(x, axis)``, from its output ``y``
+    and ``grad`` = dL/dy; ``any_size`` as in ``gemm``."""
+    return _route("softmax_backward", y, grad, _axis(y, axis, "softmax_backward"), any_size)
+
+
+def log_softmax_backward(y: np.ndarray, grad: np.ndarray, axis: int = -1,
+                         any_size: bool = False) -> np.ndarray:
+    """dL/dx = grad - exp(y) * sum(grad) of ``y = log_softmax(x, axis)``, from its output
+    ``y`` and ``grad`` = dL/dy; ``any_size`` as in ``gemm``."""
+    return _route("log_softmax_backward", y, grad, _axis(y, axis, "log_softmax_backward"),
+                  any_size)
+
+
+# --------------------------------------------------------------------------------------
+# Cross-entropy fused with log-softmax (the log-probabilities are never stored)
+# --------------------------------------------------------------------------------------
+
+def _ce_args(logits, target, who):
+    if logits.ndim != 2 or target.shape != logits.shape[:1]:
+        raise ValueError(f"{who}: logits must be (M, C) and target (M,), got {logits.shape} "
+                         f"and {target.shape}")
+    if target.dtype.kind not in "iu":
+        raise TypeError(f"{who}: target must hold integer class indices, got {target.dtype}")
+
+
+def cross_entropy(logits: np.ndarray, target: np.ndarray, ignore_index: int = -100,
+                  label_smoothing: float = 0.0, any_size: bool = False):
+    """(loss, lse) per row: loss = -log_softmax(logits)[target] (with ``label_smoothing``
+    eps, (1 - eps) of it minus eps/C times the row's sum of log-probabilities), 0 where
+    ``target`` is ``ignore_index``; lse = the row's log-sum-exp (what the backward needs).
+    ``logits`` (M, C) floating, ``target`` (M,) integers in [0, C) or ignore_index (callers
+    check the range; the runtime refuses a bad one). The runtime's kernel serves float32
+    without label smoothing; ``any_size`` as in ``gemm``."""
+    _ce_args(logits, target, "cross_entropy")
+    return _route("cross_entropy", logits, target, int(ignore_index), float(label_smoothing),
+                  any_size)
+
+
+def cross_entropy_backward(logits: np.ndarray, target: np.ndarray, lse: np.ndarray,
+                           grad_rows: np.ndarray, ignore_index: int = -100,
+                           label_smoothing: float = 0.0, any_size: bool = False) -> np.ndarray:
+    """dL/dlogits (M, C) of sum(grad_rows * loss) for ``cross_entropy(logits, target,
+    ignore_index, label_smoothing)``, from its ``lse`` (M,) and the per-row upstream
+    gradient ``grad_rows`` (M,): grad_rows * (softmax - smoothed one-hot), 0 for ignored
+    rows. ``any_size`` as in ``gemm``."""
+    _ce_args(logits, target, "cross_entropy_backward")
+    if lse.shape != target.shape or grad_rows.shape != target.shape:
+        raise ValueError(f"cross_entropy_backward: lse and grad_rows must be {target.shape}, got "
+                         f"{lse.shape} and {grad_rows.shape}")
+    return _route("cross_entropy_backward", logits, target, lse, grad_rows, int(ignore_index),
+                  float(label_smoothing), any_size)

@@ -147,43 +147,34 @@ def _softmax_axis(x: np.ndarray, axis: int) -> int:
     return axis % nd
 
 
-def _shift_by_max(x, axis):
-    """x minus its maximum along axis, so exp never overflows. A size-0 tensor has no
-    maximum to take (np.max raises) and nothing to shift: softmax of it is empty, as in PyTorch."""
-    return x - np.max(x, axis=axis, keepdims=True) if x.size else x.copy()
-
-
 class SoftmaxFunction(Function):
-    """Softmax along one axis, shifted by the maximum so ``exp`` never overflows."""
+    """Softmax along one axis, shifted by the maximum so ``exp`` never overflows
+    (``acceleration.softmax``: the runtime's kernel for the last axis of float32)."""
 
     def forward(self, x, axis):
         """``exp(x) / sum(exp(x))`` along the int ``axis`` (negative counts from the end);
         ValueError for a 0-d x or an axis out of range."""
         x = _acc.promote_to_float(x)
         axis = self.axis = _softmax_axis(x, axis)
-        e = np.exp(_shift_by_max(x, axis))
-        self.out = e / np.sum(e, axis=axis, keepdims=True)
+        self.out = _acc.softmax(x, axis)
         return self.out
 
     def backward(self, g):
         """``s * (g - sum(g * s))`` along the axis, s the saved softmax."""
-        s = self.out
-        return s * (g - np.sum(g * s, axis=self.axis, keepdims=True))
+        return _acc.softmax_backward(self.out, g, self.axis)
 
 
 class LogSoftmaxFunction(Function):
-    """``log(softmax(x))`` along one axis, as ``x - max - log(sum(exp(x - max)))``."""
+    """``log(softmax(x))`` along one axis, as ``x - max - log(sum(exp(x - max)))``
+    (``acceleration.log_softmax``)."""
 
     def forward(self, x, axis):
         """Log-softmax of the array ``x`` along the int ``axis`` (negative from the end)."""
         x = _acc.promote_to_float(x)
         axis = self.axis = _softmax_axis(x, axis)
-        shifted = _shift_by_max(x, axis)
-        with np.errstate(divide="ignore"):  # log(0) only for an empty axis (the sum is >= 1 otherwise)
-            out = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-        self.out = out
-        return out
+        self.out = _acc.log_softmax(x, axis)
+        return self.out
 
     def backward(self, g):
         """``g - softmax(x) * sum(g)`` along the axis."""
-        return g - np.exp(self.out) * np.sum(g, axis=self.axis, keepdims=True)
+        return _acc.log_softmax_backward(self.out, g, self.axis)

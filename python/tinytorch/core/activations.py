@@ -141,9 +141,10 @@ class Softmax(Layer):
     def __init__(self, axis: int = -1):
         self.axis = axis
 
-    def forward(self, x):
-        """``softmax(x, axis)`` for a Tensor ``x`` with at least one dimension."""
-        return softmax(x, self.axis)
+    def forward(self, x, dim: int | None = None):
+        """``softmax(x, axis)`` for a Tensor ``x`` with at least one dimension; ``dim``
+        (upstream TinyTorch's call-time axis, ``Softmax()(x, dim=-1)``) overrides ``axis``."""
+        return softmax(x, self.axis if dim is None else dim)
 
 
 class LogSoftmax(Layer):

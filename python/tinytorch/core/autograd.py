@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Function", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+__all__ = ["enable_autograd", "Function", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
            "run_backward", "gradcheck", "bump_version"]
 
 _grad_enabled = True
@@ -139,6 +139,18 @@ class enable_grad(set_grad_enabled):
 
     def __init__(self):
         super().__init__(True)
+
+
+def enable_autograd(quiet: bool = True) -> None:
+    """Upstream TinyTorch's switch that patches Tensor to record gradients. Here autograd
+    is built in from the start, so this does nothing (it changes no grad mode and patches
+    nothing); it exists so upstream code that calls it runs unchanged.
+
+    Args:
+        quiet: when False, print one line saying autograd is on (upstream prints a banner).
+    """
+    if not quiet:
+        print("autograd is built into TinyTorch: tensors with requires_grad=True record operations")
 
 
 class Function:

@@ -25,8 +25,10 @@ import numpy as np
 from . import random as tt_random
 from .random import get_generator
 from .tensor import Tensor
+from .transforms import Compose, RandomCrop, RandomHorizontalFlip  # noqa: F401  upstream's home for them
 
-__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate"]
+__all__ = ["Dataset", "TensorDataset", "DataLoader", "default_collate",
+           "RandomHorizontalFlip", "RandomCrop", "Compose"]
 
 
 class Dataset:

@@ -27,7 +27,7 @@ from .random import get_generator
 from .tensor import Tensor
 
 __all__ = ["EmbeddingFunction", "Embedding", "PositionalEmbedding", "SinusoidalPositionalEncoding",
-           "sinusoidal_table", "check_token_ids"]
+           "sinusoidal_table", "check_token_ids", "PositionalEncoding", "create_sinusoidal_embeddings", "EmbeddingLayer"]
 
 
 def check_token_ids(ids, num_embeddings: int, who: str = "Embedding") -> np.ndarray:
@@ -172,3 +172,55 @@ class SinusoidalPositionalEncoding(Layer):
     def extra_repr(self):
         """``max_seq_len=..., embed_dim=...`` for repr()."""
         return f"max_seq_len={self.max_seq_len}, embed_dim={self.embed_dim}"
+
+
+# ------------------------------------------------ upstream TinyTorch names (docs/compat.md)
+
+PositionalEncoding = PositionalEmbedding  # upstream's learned positional encoding: x + rows
+
+
+def create_sinusoidal_embeddings(max_seq_len: int, embed_dim: int) -> Tensor:
+    """Upstream TinyTorch's name: ``sinusoidal_table`` as a float32 Tensor (max_seq_len,
+    embed_dim), sin in even columns and cos in odd ones.
+
+    Args:
+        max_seq_len: number of positions (rows).
+        embed_dim: width of each row.
+    """
+    return Tensor(sinusoidal_table(max_seq_len, embed_dim).astype(np.float32))
+
+
+class EmbeddingLayer(Layer):
+    """Upstream TinyTorch's token + position embedding: ``Embedding`` then (optionally)
+    ``PositionalEmbedding`` (``"learned"``) or ``SinusoidalPositionalEncoding``
+    (``"sinusoidal"``) or nothing (None). A 1-D ``tokens`` [T] gives [T, D].
+
+    Args:
+        vocab_size: number of token ids.
+        embed_dim: embedding width.
+        max_seq_len: longest sequence the positional part covers (default 512).
+        pos_encoding: ``"learned"`` (default), ``"sinusoidal"`` or None.
+        scale_embeddings: multiply token embeddings by sqrt(embed_dim) first.
+    """
+
+    def __init__(self, vocab_size: int, embed_dim: int, max_seq_len: int = 512,
+                 pos_encoding: str | None = "learned", scale_embeddings: bool = False):
+        if pos_encoding not in ("learned", "sinusoidal", None):
+            raise ValueError(f"EmbeddingLayer: pos_encoding must be 'learned', 'sinusoidal' or None, "
+                             f"got {pos_encoding!r}")
+        self.vocab_size, self.embed_dim, self.max_seq_len = vocab_size, embed_dim, max_seq_len
+        self.pos_encoding_type, self.scale_embeddings = pos_encoding, bool(scale_embeddings)
+        self.token_embedding = Embedding(vocab_size, embed_dim)
+        if pos_encoding == "learned":
+            self.pos_encoding = PositionalEmbedding(max_seq_len, embed_dim)
+        elif pos_encoding == "sinusoidal":
+            self.pos_encoding = SinusoidalPositionalEncoding(max_seq_len, embed_dim)
+        else:
+            self.pos_encoding = None
+
+    def forward(self, tokens):
+        """Integer ids ``tokens`` [B, T] or [T] -> embeddings [B, T, D] or [T, D]."""
+        x = self.token_embedding(tokens)
+        if self.scale_embeddings:
+            x = x * math.sqrt(self.embed_dim)
+        return x if self.pos_encoding is None else self.pos_encoding(x)

@@ -124,8 +124,11 @@ class KVCache:
         return (Tensor._make(self.keys[layer, :, :, :end], False, None),
                 Tensor._make(self.values[layer, :, :, :end], False, None))
 
-    def advance(self, n: int) -> None:
-        """Commit ``n`` tokens once every layer has stored them."""
+    def advance(self, n: int | None = None) -> None:
+        """Commit ``n`` tokens once every layer has stored them (``n=None``: the number the
+        layers wrote this step, upstream TinyTorch's argument-free ``advance()``)."""
+        if n is None:
+            n = int(self._written[0]) if self.num_layers else 0
         if np.any(self._written != n):
             raise RuntimeError(f"KVCache.advance({n}): layers wrote {self._written.tolist()} tokens")
         self.length += int(n)
@@ -139,6 +142,32 @@ class KVCache:
     def memory_bytes(self) -> int:
         """Bytes held by the preallocated key and value arrays."""
         return int(self.keys.nbytes + self.values.nbytes)
+
+    # Upstream TinyTorch's names for the same cache (tinytorch.perf.memoization, docs/compat.md).
+    @property
+    def seq_pos(self) -> int:
+        """Tokens committed so far (``length``)."""
+        return self.length
+
+    def get(self, layer_idx: int):
+        """(keys, values) of layer ``layer_idx`` for the committed tokens, Tensors
+        [batch, heads, seq_pos, head_dim] without autograd history; ValueError when out of range.
+
+        Args:
+            layer_idx: the attention layer, 0 .. num_layers - 1.
+        """
+        if not 0 <= layer_idx < self.num_layers:
+            raise ValueError(f"KVCache.get: layer {layer_idx} out of range for {self.num_layers} layers")
+        end = self.length
+        return (Tensor._make(self.keys[layer_idx, :, :, :end], False, None),
+                Tensor._make(self.values[layer_idx, :, :, :end], False, None))
+
+    def get_memory_usage(self) -> dict:
+        """``memory_bytes()`` in upstream's report: total_mb, per_layer_mb, cache_tensors
+        (2 per layer) and total_elements."""
+        total_mb = self.memory_bytes() / (1024 * 1024)
+        return {"total_mb": total_mb, "per_layer_mb": total_mb / self.num_layers if self.num_layers else 0.0,
+                "cache_tensors": 2 * self.num_layers, "total_elements": int(self.keys.size + self.values.size)}
 
 
 def _forward_cached(model, ids: np.ndarray, cache: KVCache) -> np.ndarray:

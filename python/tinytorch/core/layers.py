@@ -412,9 +412,13 @@ class Dropout(Layer):
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
         self.p = float(p)
 
-    def forward(self, x):
-        """``x`` with a fresh random mask applied in training; ``x`` itself in eval."""
-        if not self.training or self.p == 0.0:
+    def forward(self, x, training: bool | None = None):
+        """``x`` with a fresh random mask applied in training; ``x`` itself in eval.
+
+        ``training`` (upstream TinyTorch's explicit flag) overrides the layer's mode for
+        this call: ``dropout(x, training=False)`` is the identity even in train mode."""
+        training = self.training if training is None else bool(training)
+        if not training or self.p == 0.0:
             return x
         if self.p == 1.0:
             return x * 0.0

@@ -22,12 +22,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import acceleration as _acc
+from .activations import log_softmax as _log_softmax
 from .autograd import Function
 from .layers import Layer
 from .tensor import Tensor
 
 __all__ = ["MSELoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "mse_loss", "cross_entropy",
-           "binary_cross_entropy_with_logits"]
+           "binary_cross_entropy_with_logits", "BinaryCrossEntropyLoss", "log_softmax"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -127,38 +128,24 @@ class MSELoss(Layer):
 # ============================================================================ cross-entropy
 
 class CrossEntropyFunction(Function):
-    """Rows of logits (M, C) and int targets (M,), already flattened."""
+    """Rows of logits (M, C) and int targets (M,), already flattened; log-softmax and NLL
+    fused in ``acceleration.cross_entropy`` (the runtime's kernel for float32), which keeps
+    only each row's log-sum-exp for the backward."""
 
     def forward(self, logits, target, ignore_index, label_smoothing, reduction):
-        m, c = logits.shape
-        shifted = logits - logits.max(axis=1, keepdims=True) if m else logits
-        sum_exp = np.exp(shifted).sum(axis=1, keepdims=True)
-        log_probs = shifted - np.log(sum_exp)
-        valid = target != ignore_index
-        safe_t = np.where(valid, target, 0)
-        rows = np.arange(m)
-        nll = -log_probs[rows, safe_t]
-        if label_smoothing:
-            nll = (1.0 - label_smoothing) * nll - (label_smoothing / c) * log_probs.sum(axis=1)
-        loss = np.where(valid, nll, 0).astype(logits.dtype, copy=False)
-        self.count = int(valid.sum())
-        self.log_probs, self.safe_t, self.valid = log_probs, safe_t, valid
-        self.smoothing, self.reduction = label_smoothing, reduction
+        loss, lse = _acc.cross_entropy(logits, target, ignore_index, label_smoothing)
+        self.count = int((target != ignore_index).sum())
+        self.logits, self.target, self.lse = logits, target, lse
+        self.ignore_index, self.smoothing, self.reduction = ignore_index, label_smoothing, reduction
         return _reduce_forward(loss, reduction, self.count)
 
     def backward(self, g):
-        lp = self.log_probs
-        grad = np.exp(lp)
-        m, c = lp.shape
-        if self.smoothing:
-            grad -= self.smoothing / c
-            grad[np.arange(m), self.safe_t] -= 1.0 - self.smoothing
-        else:
-            grad[np.arange(m), self.safe_t] -= 1.0
         scale = _reduce_scale(g, self.reduction, self.count)
-        scale = scale[:, None] if self.reduction == "none" else scale
-        grad *= self.valid[:, None] * scale
-        return grad.astype(lp.dtype, copy=False), None
+        rows = np.ascontiguousarray(np.broadcast_to(np.asarray(scale, dtype=self.logits.dtype),
+                                                    self.target.shape))
+        grad = _acc.cross_entropy_backward(self.logits, self.target, self.lse, rows,
+                                           self.ignore_index, self.smoothing)
+        return grad, None
 
 
 def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: float = 0.0,
@@ -287,3 +274,41 @@ class BCEWithLogitsLoss(Layer):
     def forward(self, logits, target):
         """The loss of ``logits`` against same-shaped probability ``target``."""
         return binary_cross_entropy_with_logits(logits, target, self.reduction, self.pos_weight)
+
+
+# ------------------------------------------------ upstream TinyTorch names (docs/compat.md)
+
+def log_softmax(x, dim: int = -1):
+    """Upstream TinyTorch's ``losses.log_softmax(x, dim)``: ``activations.log_softmax`` with
+    the axis spelled ``dim`` (one implementation, differentiable).
+
+    Args:
+        x: Tensor of scores.
+        dim: the axis to normalise over (default the last).
+    """
+    return _log_softmax(x if isinstance(x, Tensor) else Tensor(x), dim)
+
+
+class BinaryCrossEntropyLoss(Layer):
+    """Binary cross-entropy on *probabilities* (upstream TinyTorch's loss; prefer
+    ``BCEWithLogitsLoss`` on logits). ``p`` is clipped to [eps, 1 - eps] and turned into the
+    logit log(p) - log(1 - p), then ``binary_cross_entropy_with_logits`` computes
+    -(t log p + (1 - t) log(1 - p)): one implementation, differentiable through the clip.
+
+    Args:
+        eps: clipping margin that keeps log finite (upstream's EPSILON, 1e-7).
+        reduction: ``"mean"`` (default, upstream's only mode), ``"sum"`` or ``"none"``.
+    """
+
+    def __init__(self, eps: float = 1e-7, reduction: str = "mean"):
+        _check_reduction(reduction, "BinaryCrossEntropyLoss")
+        if not 0.0 < eps < 0.5:
+            raise ValueError(f"BinaryCrossEntropyLoss: eps must be in (0, 0.5), got {eps}")
+        self.eps, self.reduction = float(eps), reduction
+
+    def forward(self, predictions, targets):
+        """The loss of probabilities ``predictions`` against same-shaped ``targets`` in [0, 1]."""
+        p = predictions if isinstance(predictions, Tensor) else Tensor(predictions)
+        p = p.clip(self.eps, 1.0 - self.eps)
+        logits = p.log() - (1.0 - p).log()
+        return binary_cross_entropy_with_logits(logits, targets, self.reduction)

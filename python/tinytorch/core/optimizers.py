@@ -179,6 +179,39 @@ class SGD(Optimizer):
             g = g + self.momentum * buf if self.nesterov else buf
         p.data -= self.lr * g
 
+    # Upstream TinyTorch's explicit state accessors, views of ``self.state`` (docs/compat.md).
+    def has_momentum(self) -> bool:
+        """True when this optimizer keeps a momentum buffer (momentum > 0)."""
+        return self.momentum > 0
+
+    @property
+    def momentum_buffers(self) -> list:
+        """Per parameter (in ``params`` order) its momentum buffer array, or None before
+        its first update; the arrays are the live state."""
+        return [self.state.get(p, {}).get("momentum_buffer") for p in self.params]
+
+    def get_momentum_state(self):
+        """Copies of the momentum buffers (list aligned with ``params``, None where not yet
+        created), or None when momentum is off."""
+        if not self.has_momentum():
+            return None
+        return [None if b is None else b.copy() for b in self.momentum_buffers]
+
+    def set_momentum_state(self, state) -> None:
+        """Restore buffers from ``get_momentum_state()``'s list (copied in; None entries are
+        skipped); ValueError when its length differs from the number of parameters.
+
+        Args:
+            state: list of arrays or None, or None (ignored, as upstream).
+        """
+        if state is None or not self.has_momentum():
+            return
+        if len(state) != len(self.params):
+            raise ValueError(f"SGD.set_momentum_state: {len(state)} buffers for {len(self.params)} parameters")
+        for p, buf in zip(self.params, state):
+            if buf is not None:
+                self.state.setdefault(p, {})["momentum_buffer"] = np.array(buf, dtype=p.data.dtype)
+
 
 def adam_update(data: np.ndarray, g: np.ndarray, state: dict, lr: float, betas, eps: float,
                 weight_decay: float, decoupled: bool) -> None:
@@ -251,6 +284,27 @@ class Adam(Optimizer):
 
     def _update(self, p, g, state):
         adam_update(p.data, g, state, self.lr, self.betas, self.eps, self.weight_decay, self.decoupled)
+
+    # Upstream TinyTorch's names for the same state (docs/compat.md).
+    @property
+    def beta1(self) -> float:
+        """``betas[0]``, the first-moment decay."""
+        return self.betas[0]
+
+    @property
+    def beta2(self) -> float:
+        """``betas[1]``, the second-moment decay."""
+        return self.betas[1]
+
+    @property
+    def m_buffers(self) -> list:
+        """Per parameter (``params`` order) the live first moment ``exp_avg``, or None."""
+        return [self.state.get(p, {}).get("exp_avg") for p in self.params]
+
+    @property
+    def v_buffers(self) -> list:
+        """Per parameter (``params`` order) the live second moment ``exp_avg_sq``, or None."""
+        return [self.state.get(p, {}).get("exp_avg_sq") for p in self.params]
 
 
 class AdamW(Adam):

@@ -31,7 +31,7 @@ from .layers import Layer, Parameter
 from .random import get_generator
 from .tensor import Tensor
 
-__all__ = ["Conv2d", "MaxPool2d", "AvgPool2d", "conv2d", "max_pool2d", "avg_pool2d", "im2col", "col2im"]
+__all__ = ["BatchNorm2d", "SimpleCNN", "Conv2D", "MaxPool2D", "AvgPool2D", "Conv2d", "MaxPool2d", "AvgPool2d", "conv2d", "max_pool2d", "avg_pool2d", "im2col", "col2im"]
 
 
 def _pair(v, name):
@@ -329,3 +329,97 @@ class AvgPool2d(Layer):
     def forward(self, x):
         """Average-pool ``x`` (N, C, H, W) -> (N, C, OH, OW)."""
         return avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class BatchNorm2d(Layer):
+    """Batch normalization over (N, H, W) for each channel of an [N, C, H, W] input
+    (upstream TinyTorch's layer; PyTorch's ``nn.BatchNorm2d`` semantics). Built from
+    differentiable Tensor ops (mean, var, sqrt), so gradients reach the input, ``gamma`` and
+    ``beta``. Training normalizes with the batch's biased variance and updates
+    ``running_mean``/``running_var`` (unbiased variance, as PyTorch) by ``momentum``; eval
+    uses the running statistics. The running statistics are plain arrays, not Parameters,
+    so ``state_dict`` does not include them.
+
+    Args:
+        num_features: channels C.
+        eps: added to the variance (default 1e-5).
+        momentum: weight of the new batch in the running statistics (default 0.1).
+    """
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1):
+        if not isinstance(num_features, (int, np.integer)) or num_features < 1:
+            raise ValueError(f"BatchNorm2d: num_features must be a positive int, got {num_features!r}")
+        self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
+        self.gamma = Parameter(np.ones(num_features, dtype=np.float32))
+        self.beta = Parameter(np.zeros(num_features, dtype=np.float32))
+        self.running_mean = np.zeros(num_features, dtype=np.float32)
+        self.running_var = np.ones(num_features, dtype=np.float32)
+
+    @property
+    def weight(self):
+        """``gamma`` (PyTorch's name)."""
+        return self.gamma
+
+    @property
+    def bias(self):
+        """``beta`` (PyTorch's name)."""
+        return self.beta
+
+    def forward(self, x):
+        """Normalize ``x`` [N, C, H, W] per channel; ValueError for another rank or C."""
+        if not isinstance(x, Tensor):
+            x = Tensor(x)
+        if x.ndim != 4:
+            raise ValueError(f"BatchNorm2d: expected 4D input (batch, channels, height, width), got {x.shape}")
+        if x.shape[1] != self.num_features:
+            raise ValueError(f"BatchNorm2d: expected {self.num_features} channels, got {x.shape[1]}")
+        c = self.num_features
+        if self.training:
+            mean = x.mean(axis=(0, 2, 3), keepdims=True)
+            var = x.var(axis=(0, 2, 3), keepdims=True)
+            n = x.data.size // c
+            m = self.momentum
+            batch_mean = mean.data.reshape(c)
+            unbiased = var.data.reshape(c) * (n / max(n - 1, 1))
+            self.running_mean = ((1 - m) * self.running_mean + m * batch_mean).astype(np.float32)
+            self.running_var = ((1 - m) * self.running_var + m * unbiased).astype(np.float32)
+        else:
+            mean = Tensor(self.running_mean.reshape(1, c, 1, 1))
+            var = Tensor(self.running_var.reshape(1, c, 1, 1))
+        xhat = (x - mean) / (var + self.eps).sqrt()
+        return xhat * self.gamma.reshape(1, c, 1, 1) + self.beta.reshape(1, c, 1, 1)
+
+    def extra_repr(self):
+        """``num_features=..., eps=..., momentum=...`` for repr()."""
+        return f"num_features={self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class SimpleCNN(Layer):
+    """Upstream TinyTorch's demo feature extractor for 3-channel 32x32 images:
+    conv(3->16, 3x3, pad 1) -> ReLU -> maxpool 2 -> conv(16->32, 3x3, pad 1) -> ReLU ->
+    maxpool 2 -> flatten, giving [B, 32 * 8 * 8] features (no classifier head, as upstream;
+    add ``Linear(model.flattened_size, num_classes)`` yourself).
+
+    Args:
+        num_classes: recorded for the head you add (default 10).
+    """
+
+    def __init__(self, num_classes: int = 10):
+        self.num_classes = int(num_classes)
+        self.conv1 = Conv2d(3, 16, kernel_size=3, padding=1)
+        self.pool1 = MaxPool2d(2, stride=2)
+        self.conv2 = Conv2d(16, 32, kernel_size=3, padding=1)
+        self.pool2 = MaxPool2d(2, stride=2)
+        self.flattened_size = 32 * 8 * 8
+
+    def forward(self, x):
+        """Images ``x`` [B, 3, H, W] -> flattened features [B, 32 * H/4 * W/4]."""
+        x = self.pool1(self.conv1(x).relu())
+        x = self.pool2(self.conv2(x).relu())
+        return x.reshape(x.shape[0], -1)
+
+
+# Upstream TinyTorch spellings (docs/compat.md): the same classes.
+Conv2D = Conv2d
+MaxPool2D = MaxPool2d
+AvgPool2D = AvgPool2d

@@ -231,6 +231,14 @@ class Tensor:
         """The underlying array (shared, like ``torch.Tensor.numpy``)."""
         return self.data
 
+    def numel(self) -> int:
+        """The number of elements as an int (``torch.Tensor.numel``; same as ``size``)."""
+        return int(self._data.size)
+
+    def memory_footprint(self) -> int:
+        """Bytes held by the data array (``nbytes``; upstream TinyTorch's helper)."""
+        return int(self._data.nbytes)
+
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self.data.size != 1:

@@ -27,10 +27,10 @@ import numpy as np
 
 from . import random as tt_random
 from .autograd import no_grad
-from .optimizers import clip_grad_norm_
+from .optimizers import CosineAnnealingLR, LRScheduler, clip_grad_norm_
 from .tensor import Tensor
 
-__all__ = ["Trainer"]
+__all__ = ["Trainer", "CosineSchedule", "clip_grad_norm", "EpochScheduleLR"]
 
 try:  # optional dependency
     from tqdm.auto import tqdm as _tqdm
@@ -106,6 +106,8 @@ class Trainer:
         if grad_clip_norm is not None and grad_clip_norm <= 0:
             raise ValueError(f"Trainer: grad_clip_norm must be positive, got {grad_clip_norm}")
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
+        if scheduler is not None and not hasattr(scheduler, "step") and hasattr(scheduler, "get_lr"):
+            scheduler = EpochScheduleLR(optimizer, scheduler)  # upstream-style get_lr(epoch) schedule
         self.scheduler, self.grad_clip_norm = scheduler, grad_clip_norm
         self.progress, self.scheduler_interval = progress, scheduler_interval
         self.epoch = 0
@@ -272,3 +274,81 @@ def _json_default(o):
     if isinstance(o, tuple):
         return list(o)
     raise TypeError(f"checkpoint: cannot store a {type(o).__name__} in the metadata")
+
+
+# ------------------------------------------------ upstream TinyTorch names (docs/compat.md)
+
+class CosineSchedule:
+    """Upstream TinyTorch's stateless cosine schedule: ``get_lr(epoch)`` goes from ``max_lr``
+    at epoch 0 to ``min_lr`` at ``total_epochs`` and stays there. The rate is
+    ``CosineAnnealingLR``'s formula (evaluated by that class, so there is one implementation);
+    pass it to ``Trainer(scheduler=...)`` and epoch k trains at ``get_lr(k)``.
+
+    Args:
+        max_lr: the rate at epoch 0 (upstream default 0.1).
+        min_lr: the final rate (default 0.01).
+        total_epochs: length of the decay, > 0 (default 100).
+    """
+
+    def __init__(self, max_lr: float = 0.1, min_lr: float = 0.01, total_epochs: int = 100):
+        if total_epochs <= 0:
+            raise ValueError(f"CosineSchedule: total_epochs must be positive, got {total_epochs}")
+        self.max_lr, self.min_lr, self.total_epochs = float(max_lr), float(min_lr), int(total_epochs)
+
+    def get_lr(self, epoch: int) -> float:
+        """The learning rate for ``epoch`` (>= 0; ``min_lr`` from ``total_epochs`` on).
+
+        Args:
+            epoch: the epoch index.
+        """
+        view = _CosineView(max(int(epoch), 0), self.total_epochs, self.min_lr, self.max_lr)
+        return float(CosineAnnealingLR.get_lr(view))
+
+
+class _CosineView:
+    """The attributes ``CosineAnnealingLR.get_lr`` reads, for one epoch."""
+
+    def __init__(self, last_epoch, T_max, eta_min, base_lr):
+        self.last_epoch, self.T_max, self.eta_min, self.base_lr = last_epoch, T_max, eta_min, base_lr
+
+
+class EpochScheduleLR(LRScheduler):
+    """Drives ``optimizer.lr`` from any object with ``get_lr(epoch)`` (such as
+    ``CosineSchedule``): epoch k uses ``schedule.get_lr(k)``. ``Trainer`` wraps such a
+    schedule in this automatically.
+
+    Args:
+        optimizer: the Optimizer to drive.
+        schedule: object whose ``get_lr(epoch)`` returns the rate for an epoch.
+        last_epoch: see ``LRScheduler``.
+    """
+
+    def __init__(self, optimizer, schedule, last_epoch: int = -1):
+        if not callable(getattr(schedule, "get_lr", None)):
+            raise TypeError(f"EpochScheduleLR: schedule needs a get_lr(epoch) method, got {type(schedule).__name__}")
+        self.schedule = schedule
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> float:
+        """``schedule.get_lr(last_epoch)``."""
+        return float(self.schedule.get_lr(self.last_epoch))
+
+    def state_dict(self) -> dict:
+        """The epoch and base rate (the schedule object itself is not saved)."""
+        return {k: v for k, v in super().state_dict().items() if k != "schedule"}
+
+
+def clip_grad_norm(parameters, max_norm: float = 1.0) -> float:
+    """Upstream TinyTorch's name for ``clip_grad_norm_`` (global L2 norm, in place; returns
+    the norm before clipping). A ``.grad`` that is a Tensor (as upstream code sometimes sets)
+    is replaced by its array first, since gradients here are arrays.
+
+    Args:
+        parameters: Tensors (or a Layer) whose ``.grad`` to clip.
+        max_norm: the largest allowed total norm (default 1.0).
+    """
+    params = list(parameters.parameters()) if hasattr(parameters, "parameters") else list(parameters)
+    for p in params:
+        if isinstance(p.grad, Tensor):
+            p.grad = np.array(p.grad.data, dtype=p.data.dtype)
+    return float(clip_grad_norm_(params, max_norm))

@@ -47,30 +47,32 @@ __all__ = ["LayerNorm", "MLP", "TransformerBlock", "GPT", "sample_next_token"]
 # ============================================================================ LayerNorm
 
 class LayerNormFunction(Function):
+    """Layer norm over the trailing ``ndims`` dims, through ``acceleration.layer_norm`` (the
+    trailing dims are folded into one last axis; the runtime's kernel serves float32)."""
+
     def forward(self, x, weight, bias, eps, ndims):
-        axes = tuple(range(x.ndim - ndims, x.ndim))
-        mean = x.mean(axis=axes, keepdims=True)
-        xc = x - mean
-        var = np.mean(xc * xc, axis=axes, keepdims=True)
-        rstd = 1.0 / np.sqrt(var + np.asarray(eps, dtype=var.dtype))
-        xhat = xc * rstd
-        self.xhat, self.rstd, self.weight, self.axes = xhat, rstd, weight, axes
-        out = xhat if weight is None else xhat * weight
-        return out if bias is None else out + bias
+        d = int(np.prod(x.shape[x.ndim - ndims:], dtype=np.int64))
+        x2 = x.reshape(x.shape[:x.ndim - ndims] + (d,))
+        w2 = None if weight is None else weight.reshape(d)
+        b2 = None if bias is None else bias.reshape(d)
+        y, mean, rstd = _acc.layer_norm(x2, w2, b2, eps)
+        self.x2, self.w2, self.mean, self.rstd = x2, w2, mean, rstd
+        self.shape = x.shape
+        self.wshape = None if weight is None else weight.shape
+        self.bshape = None if bias is None else bias.shape
+        return y.reshape(x.shape)
 
     def backward(self, g):
-        need = self.needs_input_grad
-        xhat, rstd, axes = self.xhat, self.rstd, self.axes
-        lead = tuple(range(g.ndim - len(axes)))
-        gx = gw = gb = None
-        if need[0]:
-            dxh = g if self.weight is None else g * self.weight
-            gx = rstd * (dxh - dxh.mean(axis=axes, keepdims=True)
-                         - xhat * np.mean(dxh * xhat, axis=axes, keepdims=True))
-        if len(need) > 1 and need[1]:
-            gw = np.sum(g * xhat, axis=lead)
-        if len(need) > 2 and need[2]:
-            gb = np.sum(g, axis=lead)
+        need = tuple(self.needs_input_grad) + (False,) * (3 - len(self.needs_input_grad))
+        need = (need[0], need[1] and self.w2 is not None, need[2] and self.bshape is not None)
+        gx, gw, gb = _acc.layer_norm_backward(self.x2, self.w2, self.mean, self.rstd,
+                                              g.reshape(self.x2.shape), need)
+        if gx is not None:
+            gx = gx.reshape(self.shape)
+        if gw is not None:
+            gw = gw.reshape(self.wshape)
+        if gb is not None:
+            gb = gb.reshape(self.bshape)
         return gx, gw, gb
 
 

@@ -25,6 +25,10 @@ from .mixed_precision import to_half, to_float, MixedPrecisionOptimizer
 from .optimizers import Lion, Muon
 from .simd_ops import simd_matmul, simd_fused_bias_gelu, has_simd_support, simd_build_info
 from .flash_attn import flash_attention, FlashAttentionFunction
+# upstream TinyTorch's accelerator modules (GPU kernels not written here yet: docs/compat.md)
+from .triton_gelu import triton_fused_gelu, has_triton_support
+from .mps_ops import mps_matmul, has_mps_support
+from .cuda_ops import cuda_matmul, has_cuda_support
 
 __all__ = [
     "last_path", "use_native",
@@ -36,4 +40,6 @@ __all__ = [
     "Lion", "Muon",
     "simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info",
     "flash_attention", "FlashAttentionFunction",
+    "triton_fused_gelu", "has_triton_support", "mps_matmul", "has_mps_support",
+    "cuda_matmul", "has_cuda_support",
 ]

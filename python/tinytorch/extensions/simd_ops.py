@@ -47,7 +47,7 @@ from ..core.autograd import Function
 from ..core.tensor import Tensor
 
 __all__ = ["simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info",
-           "last_path", "SimdMatmulFunction", "FusedBiasGeluFunction"]
+           "last_path", "SimdMatmulFunction", "FusedBiasGeluFunction", "compile_and_load_simd"]
 
 _SIMD_ISAS = ("avx2", "avx512", "neon")
 
@@ -191,3 +191,10 @@ def simd_build_info() -> dict:
                                 "neon": "8x12"},
                        "bias_gelu": "fused forward and backward, vectorised exp"}
     return info
+
+
+def compile_and_load_simd():
+    """Upstream TinyTorch's loader: the runtime library whose SIMD kernels ``simd_matmul``
+    uses (a ctypes.CDLL), or None without SIMD support. Nothing is compiled on import here:
+    CMake builds the runtime (docs/compat.md)."""
+    return _acc.native_library() if has_simd_support() else None

@@ -166,6 +166,32 @@ class BenchmarkResult:
         """99th percentile."""
         return self.percentile(99)
 
+    # upstream TinyTorch's names for the same statistics (docs/compat.md)
+    @property
+    def metric_name(self) -> str:
+        """``name``."""
+        return self.name
+
+    @property
+    def min_val(self) -> float:
+        """``min``."""
+        return self.min
+
+    @property
+    def max_val(self) -> float:
+        """``max``."""
+        return self.max
+
+    @property
+    def ci_lower(self) -> float:
+        """Lower end of the normal-approximation 95% interval of the mean, mean - 1.96 std / sqrt(n)."""
+        return self.mean - 1.96 * self.std / float(np.sqrt(self.count))
+
+    @property
+    def ci_upper(self) -> float:
+        """Upper end of the normal-approximation 95% interval of the mean, mean + 1.96 std / sqrt(n)."""
+        return self.mean + 1.96 * self.std / float(np.sqrt(self.count))
+
     def to_dict(self) -> dict:
         """Name, unit and every statistic as a plain dict (JSON-friendly)."""
         return {"name": self.name, "unit": self.unit, "count": self.count, "mean": self.mean,

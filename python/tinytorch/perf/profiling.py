@@ -33,7 +33,7 @@ import numpy as np
 
 from .benchmarking import BenchmarkResult, benchmark
 
-__all__ = ["Profiler", "runtime_memory_stats"]
+__all__ = ["Profiler", "runtime_memory_stats", "quick_profile", "analyze_weight_distribution"]
 
 
 def runtime_memory_stats() -> dict | None:
@@ -278,3 +278,114 @@ class Profiler:
         return {"parameters": self.count_parameters(model), "flops": flops,
                 "memory": memory, "latency": latency,
                 "gflops_per_s": flops / latency.median / 1e9 if latency.median > 0 else float("nan")}
+
+
+    # ---------------------------------------------- upstream TinyTorch's reports (docs/compat.md)
+    def profile_forward_pass(self, model, input_tensor) -> dict:
+        """Upstream's flat report of one forward pass, built from ``profile`` (timed on zeros
+        of ``input_tensor``'s shape and dtype): parameters, flops, latency_ms (median),
+        gflops_per_second, parameter_memory_mb, peak_memory_mb. Upstream's bottleneck and
+        "efficiency" guesses (against an assumed 100 GFLOP/s peak) are not reproduced.
+
+        Args:
+            model: a Layer (or any callable model with ``parameters()``).
+            input_tensor: a Tensor or array whose shape and dtype to profile with.
+        """
+        arr = np.asarray(getattr(input_tensor, "data", input_tensor))
+        rep = self.profile(model, arr.shape, dtype=arr.dtype)
+        mb = 1024 * 1024
+        params = list(model.parameters()) if hasattr(model, "parameters") else []
+        latency_ms = rep["latency"].median * 1e3
+        return {"parameters": rep["parameters"], "flops": rep["flops"], "latency_ms": latency_ms,
+                "gflops_per_second": rep["gflops_per_s"],
+                "parameter_memory_mb": sum(p.data.nbytes for p in params) / mb,
+                "peak_memory_mb": rep["memory"]["combined_peak_bytes"] / mb}
+
+    def profile_backward_pass(self, model, input_tensor, loss_fn=None) -> dict:
+        """Upstream's training-step report, *measured*: ``profile_forward_pass`` plus the
+        median time of forward + backward (loss = ``loss_fn(output)``, default
+        ``output.sum()``); backward_latency_ms is the difference. backward_flops is upstream's
+        2x-forward estimate. Gradients of ``model``'s parameters are cleared afterwards.
+
+        Args:
+            model: a Layer with parameters.
+            input_tensor: a Tensor or array to run the step on.
+            loss_fn: optional callable turning the output into a scalar Tensor.
+        """
+        from ..core.tensor import Tensor
+        fwd = self.profile_forward_pass(model, input_tensor)
+        x = Tensor(np.asarray(getattr(input_tensor, "data", input_tensor)))
+        params = list(model.parameters())
+
+        def step():
+            out = model(x)
+            (out.sum() if loss_fn is None else loss_fn(out)).backward()
+
+        timed = self.measure_latency(step, warmup=2, iterations=10)
+        for p in params:
+            p.grad = None
+        total_ms = timed.median * 1e3
+        grad_mb = fwd["parameter_memory_mb"]
+        total_flops = 3 * fwd["flops"]
+        return {"forward_flops": fwd["flops"], "forward_latency_ms": fwd["latency_ms"],
+                "forward_memory_mb": fwd["peak_memory_mb"],
+                "backward_flops": 2 * fwd["flops"], "backward_latency_ms": max(total_ms - fwd["latency_ms"], 0.0),
+                "gradient_memory_mb": grad_mb, "total_flops": total_flops, "total_latency_ms": total_ms,
+                "total_memory_mb": fwd["peak_memory_mb"] + grad_mb,
+                "total_gflops_per_second": total_flops / timed.median / 1e9 if timed.median > 0 else float("nan"),
+                "optimizer_memory_estimates": {"sgd": 0.0, "adam": 2 * grad_mb, "adamw": 2 * grad_mb}}
+
+    def profile_layer(self, layer, input_shape) -> dict:
+        """``profile_forward_pass`` on zeros of ``input_shape``, plus ``layer_type``.
+
+        Args:
+            layer: the layer to profile.
+            input_shape: its input shape, batch included.
+        """
+        dtype = getattr(layer, "input_dtype", np.float32)
+        rep = self.profile_forward_pass(layer, np.zeros(tuple(input_shape), dtype=dtype))
+        return {"layer_type": type(layer).__name__, **rep}
+
+
+def quick_profile(model, input_tensor, profiler=None) -> dict:
+    """Print and return ``Profiler.profile_forward_pass(model, input_tensor)`` (upstream's helper).
+
+    Args:
+        model: the model to profile.
+        input_tensor: a Tensor or array giving the input shape and dtype.
+        profiler: a Profiler to use (a new one by default).
+    """
+    rep = (profiler or Profiler()).profile_forward_pass(model, input_tensor)
+    print("Quick profile:")
+    print(f"   Parameters: {rep['parameters']:,}")
+    print(f"   FLOPs: {rep['flops']:,}")
+    print(f"   Latency: {rep['latency_ms']:.3f} ms")
+    print(f"   Peak memory: {rep['peak_memory_mb']:.2f} MB")
+    return rep
+
+
+def analyze_weight_distribution(model, percentiles=(10, 25, 50, 75, 90)) -> dict:
+    """Statistics of |w| over every parameter of ``model`` (what magnitude pruning would
+    cut): total_weights, mean, std, min, max, ``percentile_<p>`` for each p, and
+    ``below_threshold_0001`` / ``_001`` / ``_01``, the percent of |w| under 0.001, 0.01, 0.1.
+
+    Args:
+        model: a Layer (or anything with ``parameters()`` or a ``weight``).
+        percentiles: the percentiles of |w| to report.
+    """
+    if hasattr(model, "parameters"):
+        params = list(model.parameters())
+    elif getattr(model, "weight", None) is not None:
+        params = [model.weight]
+    else:
+        params = []
+    if not params:
+        return {"error": "No weights found"}
+    w = np.abs(np.concatenate([np.asarray(p.data, dtype=np.float64).reshape(-1) for p in params]))
+    stats = {"total_weights": int(w.size), "mean": float(w.mean()), "std": float(w.std()),
+             "min": float(w.min()), "max": float(w.max())}
+    for q in percentiles:
+        stats[f"percentile_{q}"] = float(np.percentile(w, q))
+    for t in (0.001, 0.01, 0.1):
+        stats[f"below_threshold_{str(t).replace('.', '')}"] = float(np.mean(w < t) * 100)
+    return stats
