@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/config.h"
+#include "core/isa.h"
+
 #if defined(TT_HAVE_OPENMP)
 #include <omp.h>
 #endif
@@ -24,6 +27,21 @@ inline void split_range(int64_t count, int parts, int index, int64_t *begin, int
     *begin = index * base + std::min<int64_t>(index, extra);
     *end = *begin + base + (index < extra ? 1 : 0);
 }
+
+/* Threads for a row-wise elementwise kernel over rows x cols: one below
+ * TT_ELEMENTWISE_PARALLEL_MIN elements (waking a team costs more than it saves), else up to
+ * one per row. */
+inline int elementwise_threads(int64_t rows, int64_t cols) {
+    const int nt = num_threads();
+    if (nt <= 1 || rows < 2 || (double)rows * (double)cols < (double)TT_ELEMENTWISE_PARALLEL_MIN)
+        return 1;
+    return (int)std::min<int64_t>(nt, rows);
+}
+
+/* Column sums over rows (grad_bias, grad_gamma, ...) add this many rows in float before
+ * adding them to float64 totals: short enough that float rounding stays near eps, long
+ * enough to amortise the add. */
+constexpr int64_t kColsumChunkRows = 64;
 
 template <class Body>
 int parallel_ranges(int64_t count, int nt, Body body) {

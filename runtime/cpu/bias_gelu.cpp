@@ -149,16 +149,7 @@ const GeluRowKernels &kernels_for(tt_isa isa) {
     }
 }
 
-int threads_for(int64_t rows, int64_t cols) {
-    const int nt = num_threads();
-    if (nt <= 1 || rows < 2 || (double)rows * (double)cols < (double)TT_ELEMENTWISE_PARALLEL_MIN)
-        return 1;
-    return (int)std::min<int64_t>(nt, rows);
-}
 
-/* Rows of grad_x summed in float before being added to the float64 column totals:
- * short enough that float rounding stays near eps, long enough to amortise the add. */
-constexpr int64_t kColsumChunkRows = 64;
 
 }  // namespace
 }  // namespace tt
@@ -172,7 +163,7 @@ extern "C" TT_API tt_status tt_bias_gelu_forward(const float *x, const float *bi
     tt::set_kernel_path(k.forward_path);
     if (rows == 0 || cols == 0) return TT_OK;
 
-    tt::parallel_ranges(rows, tt::threads_for(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_ranges(rows, tt::elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) k.forward(x + r * cols, bias, y + r * cols, cols);
     });
     return TT_OK;
@@ -192,7 +183,7 @@ extern "C" TT_API tt_status tt_bias_gelu_backward(const float *x, const float *b
         return TT_OK;
     }
 
-    const int nt = tt::threads_for(rows, cols);
+    const int nt = tt::elementwise_threads(rows, cols);
     if (grad_bias == nullptr) {
         tt::parallel_ranges(rows, nt, [&](int64_t r0, int64_t r1, int) {
             for (int64_t r = r0; r < r1; ++r)

@@ -204,14 +204,7 @@ void report(const char *what, const RowNormKernels &k) {
     set_kernel_path(path);
 }
 
-int threads_for(int64_t rows, int64_t cols) {
-    const int nt = num_threads();
-    if (nt <= 1 || rows < 2 || (double)rows * (double)cols < (double)TT_ELEMENTWISE_PARALLEL_MIN)
-        return 1;
-    return (int)std::min<int64_t>(nt, rows);
-}
 
-constexpr int64_t kColsumChunkRows = 64;
 
 tt_status softmax_forward(const char *fn, bool log, const float *x, float *y, float *lse,
                           int64_t rows, int64_t cols) {
@@ -232,7 +225,7 @@ tt_status softmax_forward(const char *fn, bool log, const float *x, float *y, fl
         return TT_OK;
     }
     const SoftmaxForwardRowFn row = log ? k.log_softmax_forward : k.softmax_forward;
-    parallel_ranges(rows, threads_for(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    parallel_ranges(rows, elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             const float v = row(x + r * cols, y + r * cols, cols);
             if (lse) lse[r] = v;
@@ -255,7 +248,7 @@ tt_status softmax_backward(const char *fn, bool log, const float *y, const float
     report(log ? "log_softmax_backward" : "softmax_backward", k);
     if (n == 0) return TT_OK;
     const SoftmaxBackwardRowFn row = log ? k.log_softmax_backward : k.softmax_backward;
-    parallel_ranges(rows, threads_for(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    parallel_ranges(rows, elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) row(y + r * cols, grad_y + r * cols, grad_x + r * cols, cols);
     });
     return TT_OK;
@@ -297,7 +290,7 @@ extern "C" TT_API tt_status tt_layernorm_forward(const float *x, const float *ga
         }
         return TT_OK;
     }
-    tt::parallel_ranges(rows, tt::threads_for(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_ranges(rows, tt::elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             float m, s;
             k.layernorm_forward(x + r * cols, gamma, beta, y + r * cols, cols, eps, &m, &s);
@@ -335,7 +328,7 @@ extern "C" TT_API tt_status tt_layernorm_backward(const float *x, const float *g
         if (grad_beta) std::memset(grad_beta, 0, (size_t)cols * sizeof(float));
         return TT_OK;
     }
-    const int nt = tt::threads_for(rows, cols);
+    const int nt = tt::elementwise_threads(rows, cols);
     if (grad_gamma == nullptr && grad_beta == nullptr) {
         if (grad_x == nullptr) return TT_OK;
         tt::parallel_ranges(rows, nt, [&](int64_t r0, int64_t r1, int) {
@@ -462,7 +455,7 @@ extern "C" TT_API tt_status tt_cross_entropy_forward(const float *logits, const 
         }
         return TT_OK;
     }
-    tt::parallel_ranges(rows, tt::threads_for(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_ranges(rows, tt::elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             const float *x = logits + r * cols;
             const float v = k.logsumexp(x, cols);
@@ -491,7 +484,7 @@ extern "C" TT_API tt_status tt_cross_entropy_backward(const float *logits, const
     const tt::RowNormKernels &k = tt::kernels_for(tt::active_isa());
     tt::report("cross_entropy_backward", k);
     if (n == 0) return TT_OK;
-    tt::parallel_ranges(rows, tt::threads_for(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_ranges(rows, tt::elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             float *out = grad_logits + r * cols;
             if (target[r] == ignore_index) {
