@@ -227,7 +227,12 @@ void narrow_block(int64_t K, const float *a, int64_t lda, const float *bt, int64
         }
 }
 
-/* The narrow path (contract of GemmNarrowFn in gemm_kernels.h). */
+}  // namespace
+
+namespace tt {
+
+/* The narrow path (contract of GemmNarrowFn in gemm_kernels.h); the AVX-512 entry uses it
+ * too (every CPU with AVX-512 here has AVX2 + FMA: tt_isa_supported requires it). */
 void gemm_narrow_avx2(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
                       const float *bt, int64_t ldbt, float *c, int64_t ldc, float alpha,
                       float beta) {
@@ -243,15 +248,8 @@ void gemm_narrow_avx2(int64_t M, int64_t N, int64_t K, const float *a, int64_t l
                             (int)std::min<int64_t>(4, N - j), c + i * ldc + j, ldc, alpha, beta);
 }
 
-/* Results at most this wide take the narrow path. */
-constexpr int kNarrowMaxN = 12;
-
-}  // namespace
-
-namespace tt {
-
 const GemmMicroKernel kGemmKernelAvx2 = {"sgemm:avx2", "sgemm_strided_batched:avx2", MR, NR,
                                          gemm_ukernel_avx2_6x16, pack_rows_avx2<MR>,
-                                         pack_rows_avx2<NR>, gemm_narrow_avx2, kNarrowMaxN,
+                                         pack_rows_avx2<NR>, gemm_narrow_avx2, kGemmNarrowMaxN,
                                          "sgemm:avx2:narrow"};
 }  // namespace tt

@@ -126,5 +126,7 @@ namespace tt {
 const GemmMicroKernel kGemmKernelAvx512 = {"sgemm:avx512", "sgemm_strided_batched:avx512",
                                            MR, NR, gemm_ukernel_avx512_12x32,
                                            nullptr, nullptr,
-                                           nullptr, 0, nullptr};
+                                           /* narrow results: the AVX2 dot-product kernel beats a
+                                            * 12 x 32 tile that would be mostly padding */
+                                           gemm_narrow_avx2, kGemmNarrowMaxN, "sgemm:avx512:narrow"};
 }  // namespace tt

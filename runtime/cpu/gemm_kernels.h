@@ -67,6 +67,12 @@ constexpr int kGemmMaxNR = 32;
 extern const GemmMicroKernel kGemmKernelScalar;
 #if defined(TT_HAVE_AVX2_KERNELS)
 extern const GemmMicroKernel kGemmKernelAvx2;
+/* The AVX2 narrow kernel, shared by the AVX2 and AVX-512 entries: results at most
+ * kGemmNarrowMaxN columns wide take it. */
+constexpr int kGemmNarrowMaxN = 12;
+void gemm_narrow_avx2(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                      const float *bt, int64_t ldbt, float *c, int64_t ldc, float alpha,
+                      float beta);
 #endif
 #if defined(TT_HAVE_AVX512_KERNELS)
 extern const GemmMicroKernel kGemmKernelAvx512;
