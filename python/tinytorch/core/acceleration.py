@@ -74,7 +74,8 @@ from ..backends.cpu import NATIVE_MIN_ELEMENTS, NATIVE_MIN_GEMM_WORK, NATIVE_MIN
 from ..backends.numpy_fallback import promote_to_float, stable_sigmoid
 
 __all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward",
-           "attention", "attention_backward", "layer_norm", "layer_norm_backward", "softmax",
+           "attention", "attention_backward", "check_attention_args", "layer_norm",
+           "layer_norm_backward", "softmax",
            "log_softmax", "softmax_backward", "log_softmax_backward", "cross_entropy",
            "cross_entropy_backward",
            "stable_sigmoid", "promote_to_float", "last_path", "record_path", "record_native_path",
@@ -213,8 +214,12 @@ def bias_gelu_backward(x: np.ndarray, bias: np.ndarray | None, grad: np.ndarray,
 _CAUSAL = {False: 0, True: 1, "top_left": 1, "bottom_right": 2}
 
 
-def _attention_args(q, k, v, mask, causal, scale, who):
-    """Shape checks (ValueError naming the shapes); returns (causal code, scale)."""
+def check_attention_args(q, k, v, mask, causal, scale, who):
+    """The argument rules of attention, in one place (the door and core/attention.py use it):
+    q [..., L, d], k [..., S, d], v [..., S, dv] with broadcasting batch dims, an optional
+    bool/float ``mask`` that broadcasts to the scores [..., L, S], ``causal`` one of False,
+    True, "top_left", "bottom_right", and a finite ``scale`` (None: 1/sqrt(d)). Raises
+    ValueError/TypeError naming the shapes, prefixed by ``who``; returns (causal code, scale)."""
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise ValueError(f"{who}: q, k, v must be [..., seq, dim], got q {q.shape}, k {k.shape}, "
                          f"v {v.shape}")
@@ -261,7 +266,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
     "bottom_right" (j <= i + S - L). Served by the runtime's FlashAttention kernel (float32,
     no mask, dv == d; any_size sends even tiny problems there), the rest (float64, masks) by
     the tiled NumPy reference (backends/attention_reference.py)."""
-    code, scale = _attention_args(q, k, v, mask, causal, scale, "attention")
+    code, scale = check_attention_args(q, k, v, mask, causal, scale, "attention")
     return _route("attention", q, k, v, mask, code, scale, any_size)
 
 
@@ -273,7 +278,7 @@ def attention_backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, out: np.ndar
     and lse and grad = dL/d(out); None where ``need`` says False; batch axes as broadcast
     (the autograd engine sums them); any_size as in ``attention``. FlashAttention-2: the
     probabilities are recomputed from lse block by block, never stored."""
-    code, scale = _attention_args(q, k, v, mask, causal, scale, "attention_backward")
+    code, scale = check_attention_args(q, k, v, mask, causal, scale, "attention_backward")
     need = tuple(bool(n) for n in need)
     return _route("attention_backward", q, k, v, out, lse, grad, mask, code, scale, need, any_size)
 

@@ -174,29 +174,12 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal: bool = False, scale
     """
     arrays_in = not isinstance(q, Tensor)
     q, k, v = _as_tensor(q, "q"), _as_tensor(k, "k"), _as_tensor(v, "v")
-    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
-        raise ValueError(f"attention needs [..., seq, dim] inputs, got q {q.shape}, k {k.shape}, v {v.shape}")
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"attention: q and k must share the last dim, got q {q.shape} and k {k.shape}")
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"attention: k and v must have the same number of keys, got k {k.shape} and v {v.shape}")
-    try:
-        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except ValueError:
-        raise ValueError(f"attention: batch dims do not broadcast: q {q.shape}, k {k.shape}, v {v.shape}") from None
-    l, s = q.shape[-2], k.shape[-2]
     if mask is not None:
         mask = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
-        try:
-            np.broadcast_shapes(mask.shape, batch + (l, s))
-        except ValueError:
-            raise ValueError(f"attention: mask of shape {mask.shape} does not broadcast to the scores "
-                             f"{batch + (l, s)}") from None
-        if mask.dtype != np.bool_ and mask.dtype.kind != "f":
-            raise TypeError(f"attention: mask must be bool or float, got {mask.dtype}")
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"attention: dropout_p must be in [0, 1), got {dropout_p}")
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    _, scale = _acc.check_attention_args(q, k, v, mask, causal, scale, "attention")
+    l, s = q.shape[-2], k.shape[-2]
     flash_applies = mask is None and dropout_p == 0.0 and v.shape[-1] == q.shape[-1] and \
         q.dtype == k.dtype == v.dtype == np.float32
     if flash and not flash_applies:
