@@ -396,17 +396,28 @@ void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *p
     }
 }
 
-/* The narrow path takes results at most uk->narrow_max_n wide with op(A) row-major and
- * B^T (N x K) no bigger than 256 KiB (it stays in L2 while the rows of A stream by). */
+/* The narrow path takes op(A) row-major and either a result at most uk->narrow_max_n
+ * wide, or a "dot-shaped" product: B read in place as B^T (transB), a result of at most
+ * kDotMaxRows x kDotMaxCols and a long K (at least kDotMinKPerCol per result column).
+ * That is the weight gradient of a convolution or of a small layer, g @ cols^T: a few
+ * thousand dot products over tens of thousands of k, where tiles would mostly compute
+ * padding and packing B would copy more bytes than the product reads. K is walked in
+ * chunks whose slice of B^T stays in L2 (kNarrowMaxBtFloats) while the rows of A pass. */
 constexpr int64_t kNarrowMaxBtFloats = 1 << 16;
+constexpr int64_t kDotMaxRows = 16;
+constexpr int64_t kDotMaxCols = 96;
+constexpr int64_t kDotMinKPerCol = 64;
 
 bool use_narrow(const GemmArgs &g, const GemmMicroKernel *uk) {
-    return uk->narrow != nullptr && !g.trans_a && g.N >= 1 && g.N <= uk->narrow_max_n &&
-           g.K <= kNarrowMaxBtFloats / g.N && g.M > 0 && g.K > 0 && g.alpha != 0.0f;
+    if (uk->narrow == nullptr || g.trans_a || g.M <= 0 || g.N <= 0 || g.K <= 0 || g.alpha == 0.0f)
+        return false;
+    if (g.N <= uk->narrow_max_n) return true;
+    return g.trans_b && g.M <= kDotMaxRows && g.N <= kDotMaxCols && g.K >= kDotMinKPerCol * g.N;
 }
 
 /* The narrow path: B^T is read in place (transB) or transposed once into the B buffer;
- * threads split the rows. */
+ * threads split the rows; each thread walks K in L2-sized chunks (the first applies the
+ * caller's beta, later ones accumulate). */
 tt_status run_narrow(const GemmArgs &g, const GemmMicroKernel *uk, int nt) {
     const float *bt = g.B;
     int64_t ldbt = g.ldb;
@@ -418,9 +429,13 @@ tt_status run_narrow(const GemmArgs &g, const GemmMicroKernel *uk, int nt) {
         bt = packed;
         ldbt = g.K;
     }
+    const int64_t chunk = std::max<int64_t>(8, (kNarrowMaxBtFloats / g.N) / 8 * 8);
     parallel_ranges(g.M, nt, [&](int64_t r0, int64_t r1, int) {
-        uk->narrow(r1 - r0, g.N, g.K, g.A + r0 * g.lda, g.lda, bt, ldbt, g.C + r0 * g.ldc, g.ldc,
-                   g.alpha, g.beta);
+        for (int64_t k0 = 0; k0 < g.K; k0 += chunk) {
+            const int64_t kc = std::min(chunk, g.K - k0);
+            uk->narrow(r1 - r0, g.N, kc, g.A + r0 * g.lda + k0, g.lda, bt + k0, ldbt,
+                       g.C + r0 * g.ldc, g.ldc, g.alpha, k0 == 0 ? g.beta : 1.0f);
+        }
     });
     return TT_OK;
 }
@@ -431,9 +446,8 @@ const char *gemm_path(const GemmArgs &g, const GemmMicroKernel *uk) {
     return use_narrow(g, uk) ? uk->narrow_path : uk->path;
 }
 
-/* One GEMM on up to `threads` threads. Arguments are already checked. Returns
- * TT_ERR_OUT_OF_MEMORY without recording a message (the caller's thread must do it). */
-tt_status run_gemm(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
+/* One GEMM, whole: the narrow path or the tiled one. */
+tt_status run_gemm_panels(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
     if (g.M == 0 || g.N == 0) return TT_OK;
     if (g.K == 0 || g.alpha == 0.0f) {
         gemm_scale_c(g.M, g.N, g.beta, g.C, g.ldc);
@@ -447,10 +461,10 @@ tt_status run_gemm(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
     const int64_t tiles = ceil_div(g.M, uk->mr) * ceil_div(std::min(g.N, b.nc), uk->nr);
     /* Each thread must get enough work to pay for waking it and for the barriers. */
     int nt = (int)std::min<double>(threads, work / (double)TT_GEMM_MIN_FLOPS_PER_THREAD);
-    if (nt > tiles) nt = (int)tiles;
     if (nt < 1) nt = 1;
-
-    if (use_narrow(g, uk)) return run_narrow(g, uk, (int)std::min<int64_t>(nt, g.M));
+    /* The narrow path splits rows (two per kernel call), not tiles. */
+    if (use_narrow(g, uk)) return run_narrow(g, uk, (int)std::min<int64_t>(nt, ceil_div(g.M, 2)));
+    if (nt > tiles) nt = (int)tiles;
     float *packed_b = tls_pack_b.reserve(b_floats);
     if (packed_b == nullptr) return TT_ERR_OUT_OF_MEMORY;
     if (nt == 1) {
@@ -481,6 +495,29 @@ tt_status run_gemm(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
 #else
     return TT_ERR_INTERNAL; /* unreachable: num_threads() is 1 without OpenMP */
 #endif
+}
+
+/* Edge columns: with op(A) row-major, when the last column panel of C would be a mostly
+ * padded tile (N % nr at most kEdgeMaxCols), the tiled path computes the full panels and
+ * the narrow kernel the few columns left: a 4096 x 65 logits product then computes 65
+ * columns, not 96. C's columns are independent, so the split changes no result. */
+constexpr int64_t kEdgeMaxCols = 8;
+
+/* One GEMM on up to `threads` threads. Arguments are already checked. Returns
+ * TT_ERR_OUT_OF_MEMORY without recording a message (the caller's thread must do it). */
+tt_status run_gemm(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
+    const int64_t rem = g.N % uk->nr;
+    if (uk->narrow != nullptr && !g.trans_a && g.N > uk->nr && rem <= kEdgeMaxCols &&
+        rem <= uk->narrow_max_n && rem > 0 && g.M > 0 && g.K > 0 && g.alpha != 0.0f) {
+        GemmArgs panels = g, edge = g;
+        panels.N = g.N - rem;
+        edge.N = rem;
+        edge.B = g.trans_b ? g.B + panels.N * g.ldb : g.B + panels.N;
+        edge.C = g.C + panels.N;
+        const tt_status st = run_gemm_panels(panels, uk, threads);
+        return st != TT_OK ? st : run_gemm_panels(edge, uk, threads);
+    }
+    return run_gemm_panels(g, uk, threads);
 }
 
 tt_status out_of_memory(const char *fn, const GemmArgs &g) {

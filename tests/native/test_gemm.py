@@ -26,11 +26,13 @@ def isa() -> str:
     return native.isa()
 
 
-def expected_gemm_path(m, n, k, trans_a):
-    """The runtime's report for one float32 GEMM: results at most 12 columns wide with op(A)
-    row-major and a small B take the narrow path (AVX2 dot products, no packing; the AVX-512
-    entry uses the same kernel)."""
-    narrow = isa() in ("avx2", "avx512") and not trans_a and m > 0 and k > 0 and 1 <= n <= 12 and k <= 65536 // n
+def expected_gemm_path(m, n, k, trans_a, trans_b=False):
+    """The runtime's report for one float32 GEMM: with op(A) row-major, results at most 12
+    columns wide, and "dot-shaped" products (B^T read in place, at most 16 x 96 results,
+    K >= 64 N) take the narrow path (AVX2 dot products, no packing; the AVX-512 entry uses
+    the same kernel)."""
+    dot = trans_b and m <= 16 and n <= 96 and k >= 64 * n
+    narrow = isa() in ("avx2", "avx512") and not trans_a and m > 0 and k > 0 and n >= 1 and (n <= 12 or dot)
     return f"native:sgemm:{isa()}" + (":narrow" if narrow else "")
 
 
@@ -46,7 +48,8 @@ def assert_close_gemm(got, a_op, b_op):
 
 SHAPES = [(0, 5, 3), (4, 0, 3), (3, 4, 0), (1, 1, 1), (2, 7, 31), (7, 33, 31), (33, 31, 127),
           (127, 33, 7), (61, 67, 71), (513, 7, 33), (3, 301, 97), (96, 80, 300), (50, 40, 1),
-          (9, 11, 2600)]
+          (9, 11, 2600),
+          (8, 9, 50177), (16, 72, 4609), (3, 5, 9000), (37, 33, 50), (29, 65, 19), (13, 71, 40)]
 
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
@@ -60,7 +63,7 @@ def test_gemm_matches_float64(m, n, k, trans_a, trans_b, threads):
     got = acc.gemm(a, b, trans_a, trans_b)
     assert_close_gemm(got, a_op, b_op)
     if m * n * k >= acc.NATIVE_MIN_GEMM_WORK:
-        assert acc.last_path() == expected_gemm_path(m, n, k, trans_a)
+        assert acc.last_path() == expected_gemm_path(m, n, k, trans_a, trans_b)
 
 
 def test_beta_zero_ignores_nan_in_out(threads):
@@ -195,7 +198,7 @@ def test_bad_leading_dimension_from_python_names_the_argument():
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 10, 12])
-@pytest.mark.parametrize("k", [1, 7, 8, 9, 131, 784])
+@pytest.mark.parametrize("k", [1, 7, 8, 9, 131, 784, 30011])
 @pytest.mark.parametrize("trans_b", [False, True])
 def test_narrow_results_with_beta_and_padding(n, k, trans_b, threads):
     """Results 12 or fewer columns wide (classifier heads): K tails that are not a multiple
@@ -210,9 +213,44 @@ def test_narrow_results_with_beta_and_padding(n, k, trans_b, threads):
     f = _native.f32_ptr
     _native.check(_native.lib.tt_sgemm(0, int(trans_b), m, n, k, 0.5, f(a), k, f(b), k if trans_b else n,
                                        -1.5, f(c_full), n + 3))
-    assert _native.last_kernel_path() == expected_gemm_path(m, n, k, False).split(":", 1)[1]
+    assert _native.last_kernel_path() == expected_gemm_path(m, n, k, False, trans_b).split(":", 1)[1]
     want = 0.5 * (a.astype(np.float64) @ b_op.astype(np.float64)) - 1.5 * c0[:, :n].astype(np.float64)
     bound = (k + 4) * 2.0 ** -23 * (0.5 * np.abs(a.astype(np.float64)) @ np.abs(b_op.astype(np.float64))
                                     + 1.5 * np.abs(c0[:, :n])) + 1e-30
     assert np.all(np.abs(c_full[:, :n] - want) <= bound)
     assert np.array_equal(c_full[:, n:], c0[:, n:])  # the padding columns are untouched
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 13, 4099), (8, 9, 50177), (16, 72, 12544), (5, 96, 6151), (16, 17, 1088)])
+def test_dot_shaped_products_with_beta(m, n, k, threads):
+    """Weight gradients of small layers (g @ cols^T: few rows and columns, long K) take the
+    narrow path in K chunks; beta applies once, ldc > N, padding columns untouched."""
+    from tinytorch import _native
+    f = _native.f32_ptr
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    bt = RNG.standard_normal((n, k)).astype(np.float32)
+    c_full = RNG.standard_normal((m, n + 2)).astype(np.float32)
+    c0 = c_full.copy()
+    _native.check(_native.lib.tt_sgemm(0, 1, m, n, k, 2.0, f(a), k, f(bt), k, 0.25, f(c_full), n + 2))
+    assert _native.last_kernel_path() == expected_gemm_path(m, n, k, False, True).split(":", 1)[1]
+    a64, b64 = a.astype(np.float64), bt.T.astype(np.float64)
+    want = 2.0 * (a64 @ b64) + 0.25 * c0[:, :n].astype(np.float64)
+    bound = (k + 4) * 2.0 ** -23 * (2.0 * np.abs(a64) @ np.abs(b64) + 0.25 * np.abs(c0[:, :n])) + 1e-30
+    assert np.all(np.abs(c_full[:, :n] - want) <= bound)
+    assert np.array_equal(c_full[:, n:], c0[:, n:])
+
+
+@pytest.mark.parametrize("n", [33, 65, 70, 72, 40])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_edge_columns_split_matches_float64(n, trans_b, threads):
+    """N a few columns past a multiple of the tile width: full panels tiled, the rest by the
+    narrow kernel (same results as one tiled product, within the float32 bound)."""
+    m, k = 131, 77
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b_op = RNG.standard_normal((k, n)).astype(np.float32)
+    b = np.ascontiguousarray(b_op.T) if trans_b else b_op
+    got = acc.gemm(a, b, False, trans_b)
+    assert_close_gemm(got, a, b_op)
+    c = np.full((m, n), np.nan, np.float32)  # beta == 0 must not read C in either part
+    out = acc.gemm(a, b, False, trans_b, alpha=1.0, beta=0.0, out=c)
+    assert np.isfinite(out).all()
