@@ -479,6 +479,42 @@ TT_API tt_status tt_cross_entropy_backward(const float *logits, const int64_t *t
                                            float *grad_logits, int64_t rows, int64_t cols,
                                            int64_t ignore_index);
 
+/* ------------------------------------------------------------------------ */
+/* Training-step kernels: optimizer update and embedding lookup              */
+/* ------------------------------------------------------------------------ */
+
+/* Adam (decoupled == 0) or AdamW (decoupled != 0) over `count` float32 tensors in one
+ * call, PyTorch's rule, in place; tensor t has numel[t] contiguous elements in params[t],
+ * its gradient grads[t] and its moments exp_avg[t], exp_avg_sq[t], and steps[t] is its
+ * step count *after* this update (>= 1: the first update passes 1):
+ *     AdamW: p *= 1 - lr wd        Adam: g += wd p
+ *     m = b1 m + (1 - b1) g,   v = b2 v + (1 - b2) g^2
+ *     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * The hyper-parameters are doubles (the bias corrections and 1 - beta are formed in double,
+ * as PyTorch does); the update itself runs in float32, one pass over p, g, m, v, with all
+ * tensors' elements split across threads as one range.
+ * lr, eps, weight_decay finite and >= 0, betas in [0, 1). Buffers must not overlap.
+ * Path "adam:<isa>". */
+TT_API tt_status tt_adam_step(int64_t count, float *const *params, const float *const *grads,
+                              float *const *exp_avg, float *const *exp_avg_sq,
+                              const int64_t *numel, const int64_t *steps, double lr,
+                              double beta1, double beta2, double eps, double weight_decay,
+                              int decoupled);
+
+/* Embedding lookup: out[i, :] = weight[ids[i], :] for i < n; weight is vocab x dim and out
+ * n x dim, both contiguous. Every id must lie in [0, vocab) (TT_ERR_INVALID_ARGUMENT naming
+ * the first one that does not; nothing is written then). Path "embedding:<isa>". */
+TT_API tt_status tt_embedding_forward(const float *weight, int64_t vocab, int64_t dim,
+                                      const int64_t *ids, int64_t n, float *out);
+
+/* Its gradient: grad_weight[ids[i], :] += grad_out[i, :] for i < n, after zeroing
+ * grad_weight (vocab x dim) unless accumulate != 0. Repeated ids add up in id order (the
+ * result equals NumPy's np.add.at); ids are checked first, as in the forward. Path
+ * "embedding_backward:<isa>". */
+TT_API tt_status tt_embedding_backward(const float *grad_out, const int64_t *ids, int64_t n,
+                                       int64_t dim, float *grad_weight, int64_t vocab,
+                                       int accumulate);
+
 /* Name of the code path the calling thread's most recent kernel call took, e.g.
  * "sgemm:avx2", "sgemm:reference", "bias_gelu_forward:avx512". Tests use it to
  * prove the fast path ran. "" before any kernel call. */

@@ -20,7 +20,7 @@ import ctypes
 import json
 import os
 import sys
-from ctypes import c_char_p, c_float, c_int, c_int64, c_void_p
+from ctypes import c_char_p, c_double, c_float, c_int, c_int64, c_void_p
 
 import numpy as np
 
@@ -131,6 +131,14 @@ PROTOTYPES = {
 # Optional symbols: declared when present (added by later parts of the runtime),
 # their absence does not make the library unavailable.
 OPTIONAL_PROTOTYPES: dict = {}
+
+# The training-step kernels (Adam / AdamW in one call, embedding gather / scatter-add).
+OPTIONAL_PROTOTYPES.update({
+    "tt_adam_step": (_status, [c_int64, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, c_double, c_double,
+                               c_double, c_double, c_double, c_int]),
+    "tt_embedding_forward": (_status, [_ptr, c_int64, c_int64, _ptr, c_int64, _ptr]),
+    "tt_embedding_backward": (_status, [_ptr, _ptr, c_int64, c_int64, _ptr, c_int64, c_int]),
+})
 
 lib = None          # the ctypes.CDLL, or None when unavailable
 _path = None        # where it was loaded from (or tried last)

@@ -1,5 +1,6 @@
 # Kernel sources of libtinytorch (GEMM driver + micro-kernels, fused bias-GELU,
-# FlashAttention driver + per-ISA block kernels, layer-norm / softmax row kernels).
+# FlashAttention driver + per-ISA block kernels, layer-norm / softmax row kernels, the
+# training-step kernels: Adam / AdamW and the embedding gather / scatter-add).
 #
 # Included by the top-level CMakeLists.txt after add_library(tinytorch ...). Generic
 # files are compiled for the baseline of the architecture (plain x86-64 / AArch64);
@@ -16,6 +17,7 @@ target_sources(tinytorch PRIVATE
   ${TT_CPU_DIR}/attention.cpp
   ${TT_CPU_DIR}/attention_scalar.cpp
   ${TT_CPU_DIR}/rownorm.cpp
+  ${TT_CPU_DIR}/train_ops.cpp
 )
 
 if(TT_ARCH_X86)
@@ -28,6 +30,8 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/attention_avx512.cpp
     ${TT_CPU_DIR}/rownorm_avx2.cpp
     ${TT_CPU_DIR}/rownorm_avx512.cpp
+    ${TT_CPU_DIR}/train_ops_avx2.cpp
+    ${TT_CPU_DIR}/train_ops_avx512.cpp
   )
   if(MSVC)
     set(TT_AVX2_FLAGS "/arch:AVX2")
@@ -41,12 +45,14 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/bias_gelu_avx2.cpp
     ${TT_CPU_DIR}/attention_avx2.cpp
     ${TT_CPU_DIR}/rownorm_avx2.cpp
+    ${TT_CPU_DIR}/train_ops_avx2.cpp
     PROPERTIES COMPILE_OPTIONS "${TT_AVX2_FLAGS}")
   set_source_files_properties(
     ${TT_CPU_DIR}/gemm_kernel_avx512.cpp
     ${TT_CPU_DIR}/bias_gelu_avx512.cpp
     ${TT_CPU_DIR}/attention_avx512.cpp
     ${TT_CPU_DIR}/rownorm_avx512.cpp
+    ${TT_CPU_DIR}/train_ops_avx512.cpp
     PROPERTIES COMPILE_OPTIONS "${TT_AVX512_FLAGS}")
 elseif(TT_ARCH_ARM64)
   # NEON (Advanced SIMD) is part of the AArch64 baseline: no extra flags needed.
@@ -55,5 +61,14 @@ elseif(TT_ARCH_ARM64)
     ${TT_CPU_DIR}/bias_gelu_neon.cpp
     ${TT_CPU_DIR}/attention_neon.cpp
     ${TT_CPU_DIR}/rownorm_neon.cpp
+    ${TT_CPU_DIR}/train_ops_neon.cpp
   )
+endif()
+
+# The training-step loops call sqrt: without errno (which no caller reads) the compiler
+# vectorises them; the result is the same IEEE sqrt.
+if(NOT MSVC)
+  set_property(SOURCE ${TT_CPU_DIR}/train_ops.cpp ${TT_CPU_DIR}/train_ops_avx2.cpp
+               ${TT_CPU_DIR}/train_ops_avx512.cpp ${TT_CPU_DIR}/train_ops_neon.cpp
+               APPEND PROPERTY COMPILE_OPTIONS -fno-math-errno)
 endif()

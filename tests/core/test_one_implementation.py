@@ -115,11 +115,17 @@ def test_sigmoids_call_the_door(monkeypatch, rng, call):
 
 
 @pytest.mark.parametrize("cls", [core_optimizers.Adam, core_optimizers.AdamW])
-def test_adam_and_adamw_step_through_adam_update(monkeypatch, rng, cls):
+def test_adam_and_adamw_step_through_the_door_in_one_call(monkeypatch, rng, cls):
+    """Adam and AdamW update every parameter with one call of the door's adam_step (the one
+    Adam rule: the runtime's tt_adam_step, or the NumPy back end's), and adam_update, the
+    single-tensor entry other optimizers use, goes through the same door."""
     calls = []
-    real = core_optimizers.adam_update
-    monkeypatch.setattr(core_optimizers, "adam_update", lambda *a, **k: calls.append(a) or real(*a, **k))
-    p = _x(rng, 5)
+    real = core_optimizers._acc.adam_step
+    monkeypatch.setattr(core_optimizers._acc, "adam_step", lambda *a, **k: calls.append(a) or real(*a, **k))
+    p, q = _x(rng, 5), _x(rng, 3)
     p.grad = rng.standard_normal(5).astype(np.float32)
-    cls([p], lr=0.1, weight_decay=0.1).step()
-    assert len(calls) == 1 and calls[0][0] is p.data
+    q.grad = rng.standard_normal(3).astype(np.float32)
+    cls([p, q], lr=0.1, weight_decay=0.1).step()
+    assert len(calls) == 1 and calls[0][0][0] is p.data and calls[0][0][1] is q.data
+    core_optimizers.adam_update(p.data, p.grad, {}, 0.1, (0.9, 0.999), 1e-8, 0.0, True)
+    assert len(calls) == 2 and calls[1][0][0] is p.data

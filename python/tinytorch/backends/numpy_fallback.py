@@ -13,6 +13,8 @@ follow the same rules, runtime/cpu/bias_gelu_kernels.h). Integer input gives flo
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import attention_reference as _attention
@@ -226,6 +228,54 @@ def cross_entropy_backward(logits, target, lse, grad_rows, ignore_index, label_s
     return grad.astype(logits.dtype, copy=False)
 
 
+def adam_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr, betas, eps, weight_decay,
+              decoupled):
+    """Adam / AdamW (``decoupled``) in place on each array of ``params`` with its gradient
+    in ``grads``, moments in ``exp_avgs`` / ``exp_avg_sqs`` and step count (after this
+    update) in ``steps``: PyTorch's rule, the formula of tt_adam_step. ``lr``, ``betas``
+    (beta1, beta2), ``eps`` and ``weight_decay`` are the hyper-parameters."""
+    record_path("numpy")
+    b1, b2 = betas
+    for data, g, m, v, t in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
+        if weight_decay:
+            if decoupled:
+                data *= 1.0 - lr * weight_decay
+            else:
+                g = g + weight_decay * data
+        # in place with one scratch buffer: ~10 passes over the parameter, no temporaries
+        # (out= even for the first product: a ufunc on 0-d arrays returns a NumPy scalar)
+        scratch = np.empty_like(data)
+        np.multiply(g, 1.0 - b1, out=scratch, dtype=data.dtype)
+        m *= b1
+        m += scratch
+        np.multiply(g, g, out=scratch, dtype=data.dtype)
+        scratch *= 1.0 - b2
+        v *= b2
+        v += scratch
+        np.sqrt(v, out=scratch)
+        scratch *= 1.0 / math.sqrt(1.0 - b2 ** t)
+        scratch += eps
+        np.divide(m, scratch, out=scratch)
+        scratch *= lr / (1.0 - b1 ** t)
+        data -= scratch
+
+
+def embedding(weight, ids):
+    """``weight[ids]``: rows of the (V, D) table picked by the integer array ``ids``."""
+    record_path("numpy")
+    return weight[ids]
+
+
+def embedding_backward(grad, ids, vocab):
+    """The (``vocab``, D) scatter-add of ``grad`` (ids.shape + (D,)) into the rows ``ids``
+    picks (repeated ids add up: np.add.at)."""
+    record_path("numpy")
+    d = grad.shape[-1]
+    out = np.zeros((vocab, d), dtype=grad.dtype)
+    np.add.at(out, ids.reshape(-1), grad.reshape(-1, d))
+    return out
+
+
 register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every call the "
                                         "native back ends decline"),
          ops={"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
@@ -234,5 +284,6 @@ register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every ca
               "layer_norm_backward": layer_norm_backward, "softmax": softmax,
               "log_softmax": log_softmax, "softmax_backward": softmax_backward,
               "log_softmax_backward": log_softmax_backward, "cross_entropy": cross_entropy,
-              "cross_entropy_backward": cross_entropy_backward},
+              "cross_entropy_backward": cross_entropy_backward, "adam_step": adam_step,
+              "embedding": embedding, "embedding_backward": embedding_backward},
          priority=0, native=False, description="the NumPy fallback")

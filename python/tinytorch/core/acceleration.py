@@ -77,7 +77,7 @@ __all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward
            "attention", "attention_backward", "check_attention_args", "layer_norm",
            "layer_norm_backward", "softmax",
            "log_softmax", "softmax_backward", "log_softmax_backward", "cross_entropy",
-           "cross_entropy_backward",
+           "cross_entropy_backward", "adam_step", "embedding", "embedding_backward",
            "stable_sigmoid", "promote_to_float", "last_path", "record_path", "record_native_path",
            "use_native", "set_native_enabled", "native_enabled", "native_available", "native_library",
            "check_status", "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS",
@@ -405,3 +405,81 @@ def cross_entropy_backward(logits: np.ndarray, target: np.ndarray, lse: np.ndarr
                          f"{lse.shape} and {grad_rows.shape}")
     return _route("cross_entropy_backward", logits, target, lse, grad_rows, int(ignore_index),
                   float(label_smoothing), any_size)
+
+
+# --------------------------------------------------------------------------------------
+# Training-step kernels
+# --------------------------------------------------------------------------------------
+
+def adam_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr: float, betas=(0.9, 0.999),
+              eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = True) -> None:
+    """Adam (``decoupled=False``: weight decay as L2 on the gradient) or AdamW (decoupled:
+    ``p *= 1 - lr * weight_decay``) in place on every array of ``params`` at once,
+    PyTorch's rule: ``grads``, ``exp_avgs``, ``exp_avg_sqs`` are aligned lists (the moments
+    updated in place) and ``steps`` the step count of each tensor *after* this update
+    (>= 1). The runtime's kernel serves float32 (one call and one pass over every tensor);
+    other dtypes take the NumPy rule. ``lr``, ``betas``, ``eps`` as in torch.optim.Adam.
+
+    Args:
+        params: parameter arrays, updated in place.
+        grads: their gradients (same shapes).
+        exp_avgs: first moments, updated in place.
+        exp_avg_sqs: second moments, updated in place.
+        steps: per tensor, its step count after this update.
+        lr: learning rate.
+        betas: (beta1, beta2).
+        eps: added to the denominator.
+        weight_decay: decay coefficient.
+        decoupled: AdamW's decoupled decay (True) or Adam's L2 (False).
+    """
+    lists = (params, grads, exp_avgs, exp_avg_sqs, steps)
+    if len({len(x) for x in lists}) != 1:
+        raise ValueError("adam_step: params, grads, exp_avgs, exp_avg_sqs and steps must have one length")
+    for i, (p, g, m, v) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs)):
+        if not (p.shape == g.shape == m.shape == v.shape):
+            raise ValueError(f"adam_step: tensor {i}: shapes {p.shape}, {g.shape}, {m.shape}, {v.shape} differ")
+    if any(int(t) < 1 for t in steps):
+        raise ValueError("adam_step: every step count must be >= 1 (the count after this update)")
+    b1, b2 = betas
+    if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
+        raise ValueError(f"adam_step: betas must be in [0, 1), got {betas}")
+    _route("adam_step", list(params), list(grads), list(exp_avgs), list(exp_avg_sqs),
+           [int(t) for t in steps], float(lr), (float(b1), float(b2)), float(eps),
+           float(weight_decay), bool(decoupled))
+
+
+def embedding(weight: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``weight[ids]``: the rows of a (V, D) table picked by an integer array ``ids`` of any
+    shape (result ids.shape + (D,)); ValueError for an id outside [0, V).
+
+    Args:
+        weight: the (V, D) table.
+        ids: integer ids.
+    """
+    ids = _embedding_ids(ids, weight.shape[0], "embedding")
+    return _route("embedding", weight, ids)
+
+
+def embedding_backward(grad: np.ndarray, ids: np.ndarray, vocab: int) -> np.ndarray:
+    """The gradient of ``embedding`` w.r.t. the table: a (``vocab``, D) array holding, in
+    each row, the sum of the rows of ``grad`` (ids.shape + (D,)) whose id picks it.
+
+    Args:
+        grad: gradient of the lookup's output.
+        ids: the ids of the forward.
+        vocab: rows of the table.
+    """
+    ids = _embedding_ids(ids, vocab, "embedding_backward")
+    if grad.shape[:-1] != ids.shape:
+        raise ValueError(f"embedding_backward: grad {grad.shape} does not match ids {ids.shape} + (D,)")
+    return _route("embedding_backward", grad, ids, int(vocab))
+
+
+def _embedding_ids(ids, vocab, who):
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{who}: ids must be integers, got dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+        bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+        raise ValueError(f"{who}: id {bad} is outside [0, {vocab})")
+    return ids

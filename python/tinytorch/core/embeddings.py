@@ -1,8 +1,8 @@
 """Embeddings: token lookup tables and position encodings.
 
 What this file owns
-  EmbeddingFunction   rows of a table picked by integer ids; the backward is a scatter-add
-                      (``np.add.at``), because one id may appear many times in a batch and every
+  EmbeddingFunction   rows of a table picked by integer ids (the kernel door's ``embedding``);
+                      the backward is a scatter-add (``embedding_backward``), because one id may appear many times in a batch and every
                       occurrence contributes to the same row's gradient.
   Embedding(num_embeddings, embedding_dim)   the learned table, initialised N(0, 1) like PyTorch.
   PositionalEmbedding(max_seq_len, embed_dim) a learned table indexed by position; ``forward(x)``
@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from . import acceleration as _acc
 from .autograd import Function
 from .layers import Layer, Parameter
 from .random import get_generator
@@ -50,15 +51,17 @@ class EmbeddingFunction(Function):
     """out[...] = weight[ids[...]]; grad_weight = scatter-add of grad_out into the picked rows."""
 
     def forward(self, weight, ids):
-        """``weight[ids]``: table (V, D), integer ``ids`` of any shape -> ids.shape + (D,)."""
+        """``weight[ids]``: table (V, D), integer ``ids`` of any shape -> ids.shape + (D,)
+        (the kernel door's ``embedding``)."""
         self.ids, self.shape = ids, weight.shape
-        return weight[ids]
+        return _acc.embedding(weight, ids)
 
     def backward(self, grad_output):
-        """Scatter-add of ``grad_output`` into the picked rows of a zero table; None for ids."""
-        grad = np.zeros(self.shape, dtype=grad_output.dtype)
-        np.add.at(grad, self.ids.reshape(-1), grad_output.reshape(-1, self.shape[1]))
-        return grad, None
+        """Scatter-add of ``grad_output`` into the picked rows of a zero table (the door's
+        ``embedding_backward``: the runtime's kernel for float32, ``np.add.at`` otherwise);
+        None for ids."""
+        grad = _acc.embedding_backward(grad_output, self.ids, self.shape[0])
+        return grad.astype(grad_output.dtype, copy=False), None
 
 
 class Embedding(Layer):

@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from . import acceleration as _acc
 from .autograd import bump_version
 from .tensor import Tensor
 
@@ -215,44 +216,29 @@ class SGD(Optimizer):
 
 def adam_update(data: np.ndarray, g: np.ndarray, state: dict, lr: float, betas, eps: float,
                 weight_decay: float, decoupled: bool) -> None:
-    """One Adam step on ``data`` in place (PyTorch's rule), the one implementation that Adam,
-    AdamW and other optimizers' Adam-style fallbacks (Muon's) call. ``state`` holds
-    ``exp_avg``, ``exp_avg_sq`` and ``step`` (created on the first call). ``decoupled``:
-    AdamW's ``data *= 1 - lr * weight_decay``; otherwise weight decay is L2 added to ``g``.
+    """One Adam step on ``data`` in place (PyTorch's rule, the kernel door's ``adam_step``),
+    the one entry that Adam, AdamW and other optimizers' Adam-style fallbacks (Muon's) call
+    for a single tensor. ``state`` holds ``exp_avg``, ``exp_avg_sq`` and ``step`` (created
+    on the first call). ``decoupled``: AdamW's ``data *= 1 - lr * weight_decay``; otherwise
+    weight decay is L2 added to ``g``.
 
     ``g`` is the gradient (same shape as ``data``), ``lr`` the learning rate, ``betas``
     the pair (beta1, beta2) of moment decay rates and ``eps`` the term added to
     sqrt(v_hat) in the denominator."""
-    b1, b2 = betas
-    if weight_decay:
-        if decoupled:
-            data *= 1.0 - lr * weight_decay
-        else:
-            g = g + weight_decay * data
+    m, v, t = _adam_moments(data, state)
+    _acc.adam_step([data], [g], [m], [v], [t], lr, betas, eps, weight_decay, decoupled)
+
+
+def _adam_moments(data, state):
+    """(exp_avg, exp_avg_sq, step after this update) of one parameter, created at zero on
+    its first update; advances state["step"]."""
     m = state.get("exp_avg")
     if m is None:
         m = state["exp_avg"] = np.zeros_like(data)
-        v = state["exp_avg_sq"] = np.zeros_like(data)
+        state["exp_avg_sq"] = np.zeros_like(data)
         state["step"] = 0
-    else:
-        v = state["exp_avg_sq"]
-    t = state["step"] = state["step"] + 1
-    # in place with one scratch buffer: ~10 passes over the parameter, no temporaries
-    # (out= even for the first product: a ufunc on 0-d arrays returns a NumPy scalar)
-    scratch = np.empty_like(data)
-    np.multiply(g, 1.0 - b1, out=scratch, dtype=data.dtype)
-    m *= b1
-    m += scratch
-    np.multiply(g, g, out=scratch, dtype=data.dtype)
-    scratch *= 1.0 - b2
-    v *= b2
-    v += scratch
-    np.sqrt(v, out=scratch)
-    scratch *= 1.0 / math.sqrt(1.0 - b2 ** t)
-    scratch += eps
-    np.divide(m, scratch, out=scratch)
-    scratch *= lr / (1.0 - b1 ** t)
-    data -= scratch
+    state["step"] += 1
+    return m, state["exp_avg_sq"], state["step"]
 
 
 class Adam(Optimizer):
@@ -281,6 +267,29 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: eps and weight_decay must be >= 0")
         self.betas = (float(b1), float(b2))
         self.eps, self.weight_decay = float(eps), float(weight_decay)
+
+    def step(self) -> None:
+        """Update every parameter that requires grad and has a ``.grad``: all of them in one
+        call of the kernel door's ``adam_step`` (one pass over each tensor, the runtime's
+        kernel for float32)."""
+        self.step_count += 1
+        todo = []
+        for p in self.params:
+            g = p.grad
+            if g is None or not p.requires_grad:
+                continue
+            if g.shape != p.data.shape:
+                raise ValueError(f"{type(self).__name__}: grad shape {g.shape} does not match "
+                                 f"parameter shape {p.data.shape}")
+            todo.append((p, g, _adam_moments(p.data, self.state.setdefault(p, {}))))
+        if not todo:
+            return
+        _acc.adam_step([p.data for p, _, _ in todo], [g for _, g, _ in todo],
+                       [s[0] for _, _, s in todo], [s[1] for _, _, s in todo],
+                       [s[2] for _, _, s in todo], self.lr, self.betas, self.eps,
+                       self.weight_decay, self.decoupled)
+        for p, _, _ in todo:
+            bump_version(p)  # updated in place: a graph that saved p must not backward now
 
     def _update(self, p, g, state):
         adam_update(p.data, g, state, self.lr, self.betas, self.eps, self.weight_decay, self.decoupled)
