@@ -89,8 +89,13 @@ _LAZY = {
     "benchmarking": "tinytorch.perf",
 }
 
+# submodules loaded on first attribute access (upstream's ``tinytorch.olympics``)
+_LAZY_MODULES = {"olympics": "tinytorch.olympics"}
+
 
 def __getattr__(name: str):
+    if name in _LAZY_MODULES:
+        return importlib.import_module(_LAZY_MODULES[name])  # the import binds it on the package
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tinytorch' has no attribute {name!r}")
@@ -100,7 +105,7 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_LAZY))
+    return sorted(list(globals()) + list(_LAZY) + list(_LAZY_MODULES))
 
 
 _fallback_threads = int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or (os.cpu_count() or 1)

@@ -34,7 +34,15 @@ from .autograd import Function
 from .random import get_generator
 from .tensor import Tensor
 
-__all__ = ["Parameter", "Layer", "Module", "Linear", "Sequential", "Dropout", "Flatten", "Identity"]
+__all__ = ["Parameter", "Layer", "Module", "Linear", "Sequential", "Dropout", "Flatten", "Identity",
+           "XAVIER_SCALE_FACTOR", "DROPOUT_MIN_PROB", "DROPOUT_MAX_PROB"]
+
+# Upstream TinyTorch's names for the numbers below. Linear draws its weight uniform in
+# +-sqrt(XAVIER_SCALE_FACTOR / fan_in) (PyTorch's default, 1/sqrt(fan_in)); Dropout's p lies in
+# [DROPOUT_MIN_PROB, DROPOUT_MAX_PROB].
+XAVIER_SCALE_FACTOR = 1.0
+DROPOUT_MIN_PROB = 0.0
+DROPOUT_MAX_PROB = 1.0
 
 
 class Parameter(Tensor):
@@ -306,7 +314,7 @@ class Linear(Layer):
         if in_features < 0 or out_features < 0:
             raise ValueError(f"Linear: sizes must be non-negative, got ({in_features}, {out_features})")
         self.in_features, self.out_features = int(in_features), int(out_features)
-        bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
+        bound = math.sqrt(XAVIER_SCALE_FACTOR) / math.sqrt(in_features) if in_features > 0 else 0.0
         rng = get_generator()
         self.weight = Parameter(rng.uniform(-bound, bound, (in_features, out_features)).astype(dtype))
         self.bias = Parameter(rng.uniform(-bound, bound, (out_features,)).astype(dtype)) if bias else None
@@ -408,7 +416,7 @@ class Dropout(Layer):
     """
 
     def __init__(self, p: float = 0.5):
-        if not 0.0 <= p <= 1.0:
+        if not DROPOUT_MIN_PROB <= p <= DROPOUT_MAX_PROB:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
         self.p = float(p)
 
@@ -418,9 +426,9 @@ class Dropout(Layer):
         ``training`` (upstream TinyTorch's explicit flag) overrides the layer's mode for
         this call: ``dropout(x, training=False)`` is the identity even in train mode."""
         training = self.training if training is None else bool(training)
-        if not training or self.p == 0.0:
+        if not training or self.p == DROPOUT_MIN_PROB:
             return x
-        if self.p == 1.0:
+        if self.p == DROPOUT_MAX_PROB:
             return x * 0.0
         return DropoutFunction.apply(x, self.p)
 

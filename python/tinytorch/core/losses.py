@@ -28,7 +28,9 @@ from .layers import Layer
 from .tensor import Tensor
 
 __all__ = ["MSELoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "mse_loss", "cross_entropy",
-           "binary_cross_entropy_with_logits", "BinaryCrossEntropyLoss", "log_softmax"]
+           "binary_cross_entropy_with_logits", "BinaryCrossEntropyLoss", "log_softmax", "EPSILON"]
+
+EPSILON = 1e-7  # BinaryCrossEntropyLoss's clipping margin (upstream TinyTorch's name and value)
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -300,7 +302,7 @@ class BinaryCrossEntropyLoss(Layer):
         reduction: ``"mean"`` (default, upstream's only mode), ``"sum"`` or ``"none"``.
     """
 
-    def __init__(self, eps: float = 1e-7, reduction: str = "mean"):
+    def __init__(self, eps: float = EPSILON, reduction: str = "mean"):
         _check_reduction(reduction, "BinaryCrossEntropyLoss")
         if not 0.0 < eps < 0.5:
             raise ValueError(f"BinaryCrossEntropyLoss: eps must be in (0, 0.5), got {eps}")

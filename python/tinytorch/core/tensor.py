@@ -49,7 +49,14 @@ from .ops import (Abs, Add, Cast, Clip, Concat, Div, Exp, GetItem, Log, MaskedFi
 from .random import get_generator
 
 __all__ = ["Tensor", "Function", "no_grad", "is_grad_enabled", "gradcheck",
-           "concat", "cat", "stack", "split", "where", "zeros", "ones", "randn", "tensor"]
+           "concat", "cat", "stack", "split", "where", "zeros", "ones", "randn", "tensor",
+           "BYTES_PER_FLOAT32", "KB_TO_BYTES", "MB_TO_BYTES"]
+
+# Memory units, under upstream TinyTorch's names: the package's one definition, imported by
+# every module that reports sizes (profiling, quantization, compression, transformer, ...).
+BYTES_PER_FLOAT32 = np.dtype(np.float32).itemsize  # 4
+KB_TO_BYTES = 1024
+MB_TO_BYTES = 1024 * 1024
 
 _FLOAT_KEEP = (np.dtype(np.float16), np.dtype(np.float32))
 

@@ -27,8 +27,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .dataloader import Dataset as _DatasetBase
+from .tensor import KB_TO_BYTES  # noqa: F401  (upstream's name here; the one definition)
 
-__all__ = ["Tokenizer", "CharTokenizer", "BPETokenizer", "make_windows", "NextTokenDataset"]
+__all__ = ["Tokenizer", "CharTokenizer", "BPETokenizer", "make_windows", "NextTokenDataset", "KB_TO_BYTES"]
 
 
 def _require_text(text, what: str = "corpus") -> str:

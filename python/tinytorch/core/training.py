@@ -30,7 +30,13 @@ from .autograd import no_grad
 from .optimizers import CosineAnnealingLR, LRScheduler, clip_grad_norm_
 from .tensor import Tensor
 
-__all__ = ["Trainer", "CosineSchedule", "clip_grad_norm", "EpochScheduleLR"]
+__all__ = ["Trainer", "CosineSchedule", "clip_grad_norm", "EpochScheduleLR",
+           "DEFAULT_MAX_LR", "DEFAULT_MIN_LR", "DEFAULT_TOTAL_EPOCHS"]
+
+# CosineSchedule's defaults, under upstream TinyTorch's names.
+DEFAULT_MAX_LR = 0.1
+DEFAULT_MIN_LR = 0.01
+DEFAULT_TOTAL_EPOCHS = 100
 
 try:  # optional dependency
     from tqdm.auto import tqdm as _tqdm
@@ -290,7 +296,8 @@ class CosineSchedule:
         total_epochs: length of the decay, > 0 (default 100).
     """
 
-    def __init__(self, max_lr: float = 0.1, min_lr: float = 0.01, total_epochs: int = 100):
+    def __init__(self, max_lr: float = DEFAULT_MAX_LR, min_lr: float = DEFAULT_MIN_LR,
+                 total_epochs: int = DEFAULT_TOTAL_EPOCHS):
         if total_epochs <= 0:
             raise ValueError(f"CosineSchedule: total_epochs must be positive, got {total_epochs}")
         self.max_lr, self.min_lr, self.total_epochs = float(max_lr), float(min_lr), int(total_epochs)

@@ -23,13 +23,10 @@ import numpy as np
 
 from . import transformers as _tf
 from .attention import causal_mask
-from .tensor import Tensor
+from .tensor import BYTES_PER_FLOAT32, MB_TO_BYTES, Tensor  # the one definition
 
 __all__ = ["BYTES_PER_FLOAT32", "MB_TO_BYTES", "create_causal_mask", "LayerNorm", "MLP",
            "TransformerBlock", "GPT"]
-
-BYTES_PER_FLOAT32 = 4
-MB_TO_BYTES = 1024 * 1024
 
 
 def create_causal_mask(seq_len: int) -> Tensor:

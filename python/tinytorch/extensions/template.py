@@ -29,6 +29,11 @@ the loaded libtinytorch (declared once, in ``tinytorch._native``, with integer-a
 pointers) and ``_gemm`` calls ``tt_sgemm`` on array addresses itself. An extension that
 only needs the shipped kernels calls the door's ``gemm``/``matmul`` instead.
 
+The course template's own worked examples (``CustomScaledShift``, ``custom_scaled_shift``,
+``CustomResidualBlock``, ``CustomGradientTransform``, ``has_custom_hardware``,
+``custom_accelerated_op``) live in ``template_examples.py`` and are re-exported here, so
+``from tinytorch.extensions.template import CustomResidualBlock`` works as upstream.
+
 Shapes: ``a`` is (..., K) (leading axes are folded into rows, like ``Linear``), ``b`` is
 (K, N); the result is (..., N). Import never fails: the runtime is looked up lazily.
 """
@@ -40,8 +45,12 @@ from ..core import acceleration as _acc
 from ..core.acceleration import last_path
 from ..core.autograd import Function
 from ..core.tensor import Tensor
+from .template_examples import (CustomGradientTransform, CustomResidualBlock, CustomScaledShift,
+                                custom_accelerated_op, custom_scaled_shift, has_custom_hardware)
 
-__all__ = ["scaled_matmul", "ScaledMatmulFunction", "last_path"]
+__all__ = ["scaled_matmul", "ScaledMatmulFunction", "last_path",
+           "CustomScaledShift", "custom_scaled_shift", "CustomResidualBlock",
+           "CustomGradientTransform", "has_custom_hardware", "custom_accelerated_op"]
 
 
 def _gemm(a2: np.ndarray, b2: np.ndarray, alpha: float, trans_a: bool, trans_b: bool) -> np.ndarray:

@@ -19,14 +19,11 @@ import numpy as np
 
 from ..core import compression as _c
 from ..core.layers import Linear
-from ..core.tensor import Tensor
+from ..core.tensor import BYTES_PER_FLOAT32, MB_TO_BYTES, Tensor  # the one definition
 
 __all__ = ["BYTES_PER_FLOAT32", "MB_TO_BYTES", "measure_sparsity", "magnitude_prune", "structured_prune",
            "low_rank_approximate", "KnowledgeDistillation", "Compressor",
            "verify_pruning_works"]
-
-BYTES_PER_FLOAT32 = 4
-MB_TO_BYTES = 1024 * 1024
 
 
 def measure_sparsity(model) -> float:

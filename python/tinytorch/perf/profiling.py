@@ -31,9 +31,11 @@ import tracemalloc
 
 import numpy as np
 
+from ..core.tensor import BYTES_PER_FLOAT32, KB_TO_BYTES, MB_TO_BYTES  # noqa: F401  (the one definition)
 from .benchmarking import BenchmarkResult, benchmark
 
-__all__ = ["Profiler", "runtime_memory_stats", "quick_profile", "analyze_weight_distribution"]
+__all__ = ["Profiler", "runtime_memory_stats", "quick_profile", "analyze_weight_distribution",
+           "BYTES_PER_FLOAT32", "KB_TO_BYTES", "MB_TO_BYTES"]
 
 
 def runtime_memory_stats() -> dict | None:
@@ -293,7 +295,7 @@ class Profiler:
         """
         arr = np.asarray(getattr(input_tensor, "data", input_tensor))
         rep = self.profile(model, arr.shape, dtype=arr.dtype)
-        mb = 1024 * 1024
+        mb = MB_TO_BYTES
         params = list(model.parameters()) if hasattr(model, "parameters") else []
         latency_ms = rep["latency"].median * 1e3
         return {"parameters": rep["parameters"], "flops": rep["flops"], "latency_ms": latency_ms,

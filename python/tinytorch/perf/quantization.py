@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core import quantization as _q
 from ..core.layers import Linear
-from ..core.tensor import Tensor
+from ..core.tensor import BYTES_PER_FLOAT32, MB_TO_BYTES, Tensor  # the one definition
 
 __all__ = ["INT8_MIN_VALUE", "INT8_MAX_VALUE", "INT8_RANGE", "EPSILON", "BYTES_PER_FLOAT32",
            "BYTES_PER_INT8", "MB_TO_BYTES", "quantize_int8", "dequantize_int8", "QuantizedLinear",
@@ -27,9 +27,7 @@ INT8_MIN_VALUE = -128
 INT8_MAX_VALUE = 127
 INT8_RANGE = 256
 EPSILON = 1e-8
-BYTES_PER_FLOAT32 = 4
 BYTES_PER_INT8 = 1
-MB_TO_BYTES = 1024 * 1024
 
 
 def quantize_int8(tensor):

@@ -1,0 +1,201 @@
+"""Upstream TinyTorch's ``tinytorch.olympics`` (Module 20, the capstone): benchmark a model, then
+package the baseline and optimized numbers as a JSON submission.
+
+A thin module over this package's measurements, with upstream's names and keys:
+
+  SimpleMLP(input_size=10, hidden_size=20, output_size=3)   Linear -> ReLU -> Linear, weights
+      N(0, 0.01^2) from the framework generator and zero biases (upstream's demo model).
+  BenchmarkReport(model_name).benchmark_model(model, X_test, y_test, num_runs=100) -> metrics
+      parameter_count   ``Profiler.count_parameters``, plus the int8 weights (and biases) of
+                        quantized layers, which are buffers rather than Parameters
+      model_size_mb     bytes actually held (``core.quantization.model_size_bytes`` for a Layer,
+                        so an int8-quantized model reports its int8 size; upstream assumes 4
+                        bytes per parameter), over MB_TO_BYTES
+      accuracy          argmax of ``model.forward(X_test)`` against ``y_test`` (measured)
+      latency_ms_mean / latency_ms_std   ``benchmark()`` of a one-sample forward, ``num_runs``
+                        timed calls after one untimed call (upstream times no warm-up call);
+                        also latency_ms_median, which a loaded machine disturbs less
+      throughput_samples_per_sec   1000 / latency_ms_mean (one sample per call)
+  generate_submission(baseline_report, optimized_report=None, student_name=None,
+                      techniques_applied=None) -> dict   (speedup, compression_ratio and
+      accuracy_delta when an optimized report is given)
+  save_submission(submission, filepath="submission.json") -> filepath
+
+Nothing is printed at import (upstream prints a line per definition); ``benchmark_model`` prints
+its summary like upstream. Timings mean something only on a quiet machine: ``system_info``
+records the platform, CPU and load average next to them.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .core.activations import ReLU
+from .core.autograd import no_grad
+from .core.layers import Layer, Linear, Parameter
+from .core.quantization import QuantizedLinear, model_size_bytes
+from .core.random import get_generator
+from .core.tensor import MB_TO_BYTES, Tensor
+from .perf.benchmark_suite import _system_info
+from .perf.benchmarking import benchmark
+from .perf.profiling import Profiler
+
+__all__ = ["SimpleMLP", "BenchmarkReport", "generate_submission", "save_submission"]
+
+
+class SimpleMLP(Layer):
+    """Upstream's capstone demo model: ``Linear(in, hidden) -> ReLU -> Linear(hidden, out)``.
+
+    Args:
+        input_size: features per sample (default 10).
+        hidden_size: hidden width (default 20).
+        output_size: number of class scores (default 3).
+    """
+
+    def __init__(self, input_size: int = 10, hidden_size: int = 20, output_size: int = 3):
+        super().__init__()
+        self.fc1 = Linear(input_size, hidden_size)
+        self.relu = ReLU()
+        self.fc2 = Linear(hidden_size, output_size)
+        rng = get_generator()
+        for fc in (self.fc1, self.fc2):  # upstream's small init: N(0, 0.01^2) weights, zero bias
+            fc.weight = Parameter((rng.standard_normal(fc.weight.shape) * 0.01).astype(np.float32))
+            fc.bias = Parameter(np.zeros(fc.bias.shape, dtype=np.float32))
+
+    def forward(self, x):
+        """Class scores (N, output_size) for ``x`` (N, input_size).
+
+        Args:
+            x: Tensor or array of inputs.
+        """
+        return self.fc2(self.relu(self.fc1(x)))
+
+    def count_parameters(self) -> int:
+        """Number of weights and biases, quantized layers' int8 weights included."""
+        return _count_weights(self)
+
+
+def _count_weights(model) -> int:
+    """``Profiler.count_parameters`` plus the weights and biases that quantized layers hold as
+    int8/float buffers instead of Parameters (so quantizing a model keeps its count)."""
+    total = Profiler.count_parameters(model)
+    if isinstance(model, Layer):
+        for _, m in model.named_modules():
+            if isinstance(m, QuantizedLinear):
+                total += int(m.weight_q.size) + (0 if m.bias is None else int(m.bias.size))
+    return total
+
+
+def _model_bytes(model) -> int:
+    if isinstance(model, Layer):
+        return model_size_bytes(model)
+    return int(sum(np.asarray(getattr(p, "data", p)).nbytes for p in model.parameters()))
+
+
+class BenchmarkReport:
+    """Measures one model for a submission; ``metrics`` holds the numbers after
+    ``benchmark_model``.
+
+    Args:
+        model_name: label of the model in the submission (default "model").
+    """
+
+    def __init__(self, model_name: str = "model"):
+        self.model_name = model_name
+        self.metrics = {}
+        self.system_info = _system_info()
+        self.timestamp = time.strftime("%Y-%m-%d %H:%M:%S")
+
+    def benchmark_model(self, model, X_test, y_test, num_runs: int = 100) -> dict:
+        """Measure parameters, size, accuracy and single-sample latency; returns ``metrics``.
+
+        Args:
+            model: a model with ``forward(x)`` and ``parameters()`` (a Layer is run in eval
+                mode, without gradient recording).
+            X_test: test inputs (Tensor or array), samples along axis 0.
+            y_test: integer class labels, one per sample.
+            num_runs: timed single-sample forward passes (default 100).
+        """
+        if not isinstance(num_runs, int) or num_runs < 1:
+            raise ValueError(f"benchmark_model: num_runs must be a positive int, got {num_runs!r}")
+        x = X_test if isinstance(X_test, Tensor) else Tensor(np.asarray(X_test))
+        labels = np.asarray(getattr(y_test, "data", y_test)).reshape(-1)
+        if x.ndim < 1 or x.shape[0] != labels.shape[0] or x.shape[0] == 0:
+            raise ValueError(f"benchmark_model: {labels.shape[0]} labels for inputs of shape {x.shape}; "
+                             "give one label per sample (at least one sample)")
+        if labels.dtype.kind not in "iu" and not np.all(np.mod(labels, 1) == 0):
+            raise TypeError("benchmark_model: y_test must hold integer class labels")
+        params = _count_weights(model)
+        size_mb = _model_bytes(model) / MB_TO_BYTES
+        was_training = getattr(model, "training", None)
+        if was_training is not None:
+            model.eval()
+        try:
+            with no_grad():
+                scores = np.asarray(model.forward(x).data)
+                one = x[:1]
+                timed = benchmark(model.forward, one, warmup=1, iterations=num_runs)
+        finally:
+            if was_training:
+                model.train()
+        if scores.ndim != 2 or scores.shape[0] != labels.shape[0]:
+            raise ValueError(f"benchmark_model: expected scores (N, classes), got shape {scores.shape}")
+        accuracy = float(np.mean(scores.argmax(axis=1) == labels.astype(np.int64)))
+        lat_ms = timed.values * 1e3
+        mean_ms = float(lat_ms.mean())
+        self.metrics = {"parameter_count": int(params), "model_size_mb": float(size_mb),
+                        "accuracy": accuracy, "latency_ms_mean": mean_ms,
+                        "latency_ms_std": float(lat_ms.std()),
+                        "latency_ms_median": float(np.median(lat_ms)),
+                        "throughput_samples_per_sec": 1e3 / mean_ms if mean_ms > 0 else float("inf")}
+        print(f"Benchmark results for {self.model_name}: {params:,} parameters, {size_mb:.4f} MB, "
+              f"accuracy {accuracy * 100:.1f}%, latency {mean_ms:.3f} ms ± {lat_ms.std():.3f} ms")
+        return self.metrics
+
+
+def generate_submission(baseline_report, optimized_report=None, student_name=None,
+                        techniques_applied=None) -> dict:
+    """The submission dict (JSON-ready): version, type, timestamp, system information, the
+    baseline and, when given, the optimized metrics with the improvements (speedup = baseline
+    latency / optimized latency, compression_ratio = baseline size / optimized size,
+    accuracy_delta = optimized - baseline accuracy).
+
+    Args:
+        baseline_report: a ``BenchmarkReport`` after ``benchmark_model``.
+        optimized_report: optional second ``BenchmarkReport``.
+        student_name: optional submitter name.
+        techniques_applied: optional list of the optimizations used (e.g. ["quantization"]).
+    """
+    for name, rep in (("baseline_report", baseline_report), ("optimized_report", optimized_report)):
+        if rep is not None and not getattr(rep, "metrics", None):
+            raise ValueError(f"generate_submission: {name} has no metrics; call benchmark_model() first")
+    submission = {"tinytorch_version": __version__, "submission_type": "capstone_benchmark",
+                  "timestamp": baseline_report.timestamp, "system_info": baseline_report.system_info,
+                  "baseline": {"model_name": baseline_report.model_name, "metrics": baseline_report.metrics}}
+    if student_name:
+        submission["student_name"] = student_name
+    if optimized_report is not None:
+        b, o = baseline_report.metrics, optimized_report.metrics
+        submission["optimized"] = {"model_name": optimized_report.model_name, "metrics": o,
+                                   "techniques_applied": list(techniques_applied or [])}
+        submission["improvements"] = {
+            "speedup": float(b["latency_ms_mean"] / o["latency_ms_mean"]),
+            "compression_ratio": float(b["model_size_mb"] / o["model_size_mb"]),
+            "accuracy_delta": float(o["accuracy"] - b["accuracy"])}
+    return submission
+
+
+def save_submission(submission: dict, filepath: str = "submission.json") -> str:
+    """Write ``submission`` as indented JSON to ``filepath`` and return ``filepath``.
+
+    Args:
+        submission: the dict from ``generate_submission``.
+        filepath: where to write (default "submission.json").
+    """
+    Path(filepath).write_text(json.dumps(submission, indent=2))
+    print(f"Submission saved to: {filepath}")
+    return filepath
