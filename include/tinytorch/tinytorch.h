@@ -515,6 +515,40 @@ TT_API tt_status tt_embedding_backward(const float *grad_out, const int64_t *ids
                                        int64_t dim, float *grad_weight, int64_t vocab,
                                        int accumulate);
 
+/* Convolution's unfold, NCHW float32, contiguous: x is N x C x H x W, kernel KH x KW,
+ * strides sh, sw >= 1, zero padding ph, pw >= 0 on each side; OH = (H + 2ph - KH)/sh + 1,
+ * OW likewise (the padded input must hold one window). cols is (C*KH*KW) x (N*OH*OW):
+ *     cols[(c*KH + i)*KW + j][(n*OH + oh)*OW + ow] = x[n][c][oh*sh + i - ph][ow*sw + j - pw]
+ * (0 outside the image), so a convolution is W (OC x C*KH*KW) times cols. Path "im2col:cpu". */
+TT_API tt_status tt_im2col(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                           int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                           float *cols);
+
+/* Its adjoint: grad_x (N x C x H x W, overwritten) = the sum, over every cols entry, of
+ * that entry into the input pixel it was copied from (overlapping windows add up; padding
+ * entries are dropped). Same geometry arguments. Path "col2im:cpu". */
+TT_API tt_status tt_col2im(const float *cols, int64_t n, int64_t c, int64_t h, int64_t w,
+                           int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                           float *grad_x);
+
+/* Max pooling, geometry as tt_im2col (padding is -inf: it never wins). x is N x C planes
+ * of H x W contiguous floats, plane (n, c) starting at x + n*stride_n + c*stride_c
+ * (stride_n = C*H*W, stride_c = H*W for NCHW; (C, N, H, W) storage seen as NCHW works too).
+ * y (N x C x OH x OW, contiguous) holds each window's maximum and argmax the index
+ * (ih*W + iw, within its plane) of the first maximum in window order; a NaN in a window
+ * wins and propagates (as PyTorch). Path "maxpool2d_forward:cpu". */
+TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                      int64_t stride_n, int64_t stride_c, int64_t kh, int64_t kw,
+                                      int64_t sh, int64_t sw, int64_t ph, int64_t pw, float *y,
+                                      int64_t *argmax);
+
+/* Its gradient: grad_x (N x C x H x W, overwritten) = 0 plus grad_y[n][c][q] added at
+ * argmax[n][c][q] of its plane (-1 entries are skipped; any other index outside [0, H*W)
+ * is refused before anything is written). Path "maxpool2d_backward:cpu". */
+TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int64_t *argmax, int64_t n,
+                                       int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                                       float *grad_x);
+
 /* Name of the code path the calling thread's most recent kernel call took, e.g.
  * "sgemm:avx2", "sgemm:reference", "bias_gelu_forward:avx512". Tests use it to
  * prove the fast path ran. "" before any kernel call. */

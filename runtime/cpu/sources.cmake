@@ -1,6 +1,7 @@
 # Kernel sources of libtinytorch (GEMM driver + micro-kernels, fused bias-GELU,
 # FlashAttention driver + per-ISA block kernels, layer-norm / softmax row kernels, the
-# training-step kernels: Adam / AdamW and the embedding gather / scatter-add).
+# training-step kernels: Adam / AdamW and the embedding gather / scatter-add, and the
+# data movement of convolution and max pooling: im2col / col2im, pooling with argmax).
 #
 # Included by the top-level CMakeLists.txt after add_library(tinytorch ...). Generic
 # files are compiled for the baseline of the architecture (plain x86-64 / AArch64);
@@ -18,6 +19,7 @@ target_sources(tinytorch PRIVATE
   ${TT_CPU_DIR}/attention_scalar.cpp
   ${TT_CPU_DIR}/rownorm.cpp
   ${TT_CPU_DIR}/train_ops.cpp
+  ${TT_CPU_DIR}/conv.cpp
 )
 
 if(TT_ARCH_X86)

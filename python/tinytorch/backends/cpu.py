@@ -747,6 +747,79 @@ def embedding_backward(grad, ids, vocab):
 
 
 # --------------------------------------------------------------------------------------
+# Convolution's unfold and max pooling (NCHW float32)
+# --------------------------------------------------------------------------------------
+
+def _geometry(kh, kw, sh, sw, ph, pw):
+    return [int(v) for v in (kh, kw, sh, sw, ph, pw)]
+
+
+def im2col(x, kh, kw, sh, sw, ph, pw, oh, ow):
+    """cols (C*KH*KW, N*OH*OW) of float32 NCHW ``x`` through tt_im2col (geometry arguments
+    as the NumPy back end's ``im2col``); declines other dtypes."""
+    if not (_has("tt_im2col") and _is_f32(x)):
+        return NotImplemented
+    xc = np.ascontiguousarray(x)
+    n, c, h, w = xc.shape
+    cols = np.empty((c * kh * kw, n * oh * ow), dtype=_F32)
+    _check(_native.lib.tt_im2col(xc.ctypes.data, n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
+                                 cols.ctypes.data), "im2col")
+    record_native_path()
+    return cols
+
+
+def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
+    """The adjoint of ``im2col`` through tt_col2im: float32 ``cols`` summed into an
+    ``x_shape`` array (``oh``, ``ow`` and the geometry as ``im2col``); declines other dtypes."""
+    if not (_has("tt_col2im") and _is_f32(cols)):
+        return NotImplemented
+    cc = np.ascontiguousarray(cols)
+    n, c, h, w = x_shape
+    gx = np.empty(x_shape, dtype=_F32)
+    _check(_native.lib.tt_col2im(cc.ctypes.data, n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
+                                 gx.ctypes.data), "col2im")
+    record_native_path()
+    return gx
+
+
+def max_pool2d(x, kh, kw, sh, sw, ph, pw, oh, ow):
+    """(y, argmax) through tt_maxpool2d_forward for float32 ``x`` whose H x W planes are
+    contiguous in any plane order (a convolution's (C, N, H, W) output seen as NCHW is read
+    in place); geometry arguments as ``im2col``. Declines other dtypes."""
+    if not (_has("tt_maxpool2d_forward") and _is_f32(x)):
+        return NotImplemented
+    n, c, h, w = x.shape
+    st = x.strides
+    if not (x.flags.aligned and st[3] == 4 and st[2] == 4 * w and st[0] >= 0 and st[1] >= 0
+            and st[0] % 4 == 0 and st[1] % 4 == 0):
+        x = np.ascontiguousarray(x)
+        st = x.strides
+    y = np.empty((n, c, oh, ow), dtype=_F32)
+    argmax = np.empty((n, c, oh, ow), dtype=_I64)
+    _check(_native.lib.tt_maxpool2d_forward(x.ctypes.data, n, c, h, w, st[0] // 4, st[1] // 4,
+                                            *_geometry(kh, kw, sh, sw, ph, pw), y.ctypes.data,
+                                            argmax.ctypes.data), "max_pool2d")
+    record_native_path()
+    return y, argmax
+
+
+def max_pool2d_backward(grad, argmax, x_shape):
+    """dL/dx of ``max_pool2d`` through tt_maxpool2d_backward: float32 ``grad`` added at
+    ``argmax`` in an ``x_shape`` array of zeros; declines other dtypes."""
+    if not (_has("tt_maxpool2d_backward") and _is_f32(grad)):
+        return NotImplemented
+    gc = np.ascontiguousarray(grad)
+    ac = np.ascontiguousarray(argmax, dtype=_I64)
+    n, c, h, w = x_shape
+    gx = np.empty(x_shape, dtype=_F32)
+    _check(_native.lib.tt_maxpool2d_backward(gc.ctypes.data, ac.ctypes.data, n, c, h, w,
+                                             gc.shape[2], gc.shape[3], gx.ctypes.data),
+           "max_pool2d_backward")
+    record_native_path()
+    return gx
+
+
+# --------------------------------------------------------------------------------------
 # Registration: one entry per instruction set, the active one usable
 # --------------------------------------------------------------------------------------
 
@@ -773,7 +846,8 @@ OPS = {"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
        "log_softmax": log_softmax, "softmax_backward": softmax_backward,
        "log_softmax_backward": log_softmax_backward, "cross_entropy": cross_entropy,
        "cross_entropy_backward": cross_entropy_backward, "adam_step": adam_step,
-       "embedding": embedding, "embedding_backward": embedding_backward}
+       "embedding": embedding, "embedding_backward": embedding_backward, "im2col": im2col,
+       "col2im": col2im, "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward}
 
 for _isa in ("avx512", "avx2", "neon", "scalar"):
     register(f"cpu:{_isa}", probe=lambda isa=_isa: _probe(isa), ops=OPS, priority=100,

@@ -276,6 +276,89 @@ def embedding_backward(grad, ids, vocab):
     return out
 
 
+def pad_nchw(x, ph, pw, value=0.0):
+    """``x`` (N, C, H, W) with ``ph`` rows and ``pw`` columns of ``value`` added on each side
+    (``x`` itself when both are 0)."""
+    if ph == 0 and pw == 0:
+        return x
+    n, c, h, w = x.shape
+    out = np.full((n, c, h + 2 * ph, w + 2 * pw), value, dtype=x.dtype)
+    out[:, :, ph:ph + h, pw:pw + w] = x
+    return out
+
+
+def window_slice(i, j, oh, ow, sh, sw):
+    """Index of the padded input pixels kernel offset (``i``, ``j``) touches, one per output
+    pixel of an ``oh`` x ``ow`` output with strides ``sh``, ``sw``."""
+    return (slice(None), slice(None), slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw))
+
+
+def im2col(x, kh, kw, sh, sw, ph, pw, oh, ow):
+    """cols (C*KH*KW, N*OH*OW) of the NCHW array ``x`` for kernel ``kh`` x ``kw``, strides
+    ``sh``, ``sw``, zero padding ``ph``, ``pw``, output size ``oh`` x ``ow``: one strided
+    copy of whole rows per kernel offset (the layout of tt_im2col)."""
+    record_path("numpy")
+    n, c = x.shape[:2]
+    xp = pad_nchw(x, ph, pw)
+    cols = np.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, i, j] = xp[window_slice(i, j, oh, ow, sh, sw)].transpose(1, 0, 2, 3)
+    return cols.reshape(c * kh * kw, n * oh * ow)
+
+
+def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
+    """The adjoint of ``im2col``: ``cols`` summed back into an ``x_shape`` (N, C, H, W) array
+    (overlapping windows add up); geometry arguments as ``im2col``."""
+    record_path("numpy")
+    n, c, h, w = x_shape
+    cols = cols.reshape(c, kh, kw, n, oh, ow)
+    gx = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            gx[window_slice(i, j, oh, ow, sh, sw)] += cols[:, i, j].transpose(1, 0, 2, 3)
+    return gx[:, :, ph:ph + h, pw:pw + w]
+
+
+def max_pool2d(x, kh, kw, sh, sw, ph, pw, oh, ow):
+    """(y, argmax) of max pooling the NCHW array ``x`` (geometry arguments as ``im2col``;
+    padding never wins): each window's first maximum in window order and its index
+    ih*W + iw in its plane; a NaN wins and propagates (the rule of tt_maxpool2d_forward)."""
+    record_path("numpy")
+    n, c, h, w = x.shape
+    xp = pad_nchw(x, ph, pw, -np.inf)
+    rows, cols = np.arange(oh) * sh - ph, np.arange(ow) * sw - pw
+    best = idx = have = None
+    for i in range(kh):
+        for j in range(kw):
+            part = xp[window_slice(i, j, oh, ow, sh, sw)]
+            iy, ix = rows[:, None] + i, cols[None, :] + j
+            inside = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+            flat = np.where(inside, iy * w + ix, -1)
+            if best is None:
+                best, idx, have = part.copy(), np.broadcast_to(flat, part.shape).copy(), inside
+                continue
+            take = inside & (~have | (part > best) | (np.isnan(part) & ~np.isnan(best)))
+            best = np.where(take, part, best)
+            idx = np.where(take, flat, idx)
+            have = have | inside
+    return best, idx.astype(np.int64, copy=False)
+
+
+def max_pool2d_backward(grad, argmax, x_shape):
+    """dL/dx of ``max_pool2d``: each ``grad`` entry added at its window's ``argmax`` in an
+    ``x_shape`` (N, C, H, W) array of zeros (-1 entries skipped)."""
+    record_path("numpy")
+    n, c, h, w = x_shape
+    planes = n * c
+    if planes == 0:
+        return np.zeros(x_shape, dtype=grad.dtype)
+    a = argmax.reshape(planes, -1)
+    flat = (a + (np.arange(planes, dtype=np.int64) * (h * w))[:, None])[a >= 0]
+    out = np.bincount(flat, weights=grad.reshape(planes, -1)[a >= 0], minlength=planes * h * w)
+    return out.reshape(x_shape).astype(grad.dtype, copy=False)
+
+
 register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every call the "
                                         "native back ends decline"),
          ops={"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
@@ -285,5 +368,7 @@ register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every ca
               "log_softmax": log_softmax, "softmax_backward": softmax_backward,
               "log_softmax_backward": log_softmax_backward, "cross_entropy": cross_entropy,
               "cross_entropy_backward": cross_entropy_backward, "adam_step": adam_step,
-              "embedding": embedding, "embedding_backward": embedding_backward},
+              "embedding": embedding, "embedding_backward": embedding_backward,
+              "im2col": im2col, "col2im": col2im, "max_pool2d": max_pool2d,
+              "max_pool2d_backward": max_pool2d_backward},
          priority=0, native=False, description="the NumPy fallback")

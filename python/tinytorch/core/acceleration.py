@@ -78,6 +78,7 @@ __all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward
            "layer_norm_backward", "softmax",
            "log_softmax", "softmax_backward", "log_softmax_backward", "cross_entropy",
            "cross_entropy_backward", "adam_step", "embedding", "embedding_backward",
+           "conv_output_size", "im2col", "col2im", "max_pool2d", "max_pool2d_backward",
            "stable_sigmoid", "promote_to_float", "last_path", "record_path", "record_native_path",
            "use_native", "set_native_enabled", "native_enabled", "native_available", "native_library",
            "check_status", "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS",
@@ -483,3 +484,102 @@ def _embedding_ids(ids, vocab, who):
         bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
         raise ValueError(f"{who}: id {bad} is outside [0, {vocab})")
     return ids
+
+
+# --------------------------------------------------------------------------------------
+# Convolution's unfold and max pooling (NCHW)
+# --------------------------------------------------------------------------------------
+
+def conv_output_size(size: int, kernel: int, stride: int, padding: int, who: str) -> int:
+    """(size + 2 padding - kernel) // stride + 1, PyTorch's output size of a convolution or
+    pooling window along one axis; ValueError (naming ``who``) when the padded input is
+    smaller than the kernel.
+
+    Args:
+        size: input size along the axis.
+        kernel: window size.
+        stride: step between windows.
+        padding: zeros (or -inf) added on each side.
+        who: the caller's name for the message.
+    """
+    out = (size + 2 * padding - kernel) // stride + 1
+    if size + 2 * padding < kernel or out <= 0:
+        raise ValueError(f"{who}: input size {size} with padding {padding} is smaller than the kernel {kernel}")
+    return out
+
+
+def _window_geometry(x_shape, kernel, stride, padding, who):
+    if len(x_shape) != 4:
+        raise ValueError(f"{who}: expected an NCHW array, got shape {tuple(x_shape)}")
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    if min(kh, kw, sh, sw) < 1 or min(ph, pw) < 0:
+        raise ValueError(f"{who}: kernel {kernel} and stride {stride} must be >= 1, padding {padding} >= 0")
+    oh = conv_output_size(x_shape[2], kh, sh, ph, who)
+    ow = conv_output_size(x_shape[3], kw, sw, pw, who)
+    return int(kh), int(kw), int(sh), int(sw), int(ph), int(pw), oh, ow
+
+
+def im2col(x: np.ndarray, kernel, stride=(1, 1), padding=(0, 0)):
+    """(cols, OH, OW): the NCHW array ``x`` unfolded into cols of shape (C*KH*KW, N*OH*OW),
+    row (c, i, j) holding the input pixel kernel offset (i, j) touches for every output
+    pixel (zero padding), so a convolution is ``W.reshape(OC, -1) @ cols``.
+
+    Args:
+        x: (N, C, H, W) input.
+        kernel: (KH, KW).
+        stride: (sh, sw).
+        padding: (ph, pw) zeros on each side.
+    """
+    geom = _window_geometry(x.shape, kernel, stride, padding, "im2col")
+    return _route("im2col", x, *geom), geom[6], geom[7]
+
+
+def col2im(cols: np.ndarray, x_shape, kernel, stride=(1, 1), padding=(0, 0)) -> np.ndarray:
+    """The adjoint of ``im2col``: cols (C*KH*KW, N*OH*OW) summed back into an ``x_shape``
+    (N, C, H, W) array (overlapping windows add up).
+
+    Args:
+        cols: the unfolded gradient.
+        x_shape: (N, C, H, W) of the unpadded input.
+        kernel: (KH, KW).
+        stride: (sh, sw).
+        padding: (ph, pw).
+    """
+    geom = _window_geometry(tuple(x_shape), kernel, stride, padding, "col2im")
+    n, c = x_shape[:2]
+    want = (c * geom[0] * geom[1], n * geom[6] * geom[7])
+    if cols.shape != want and cols.size == want[0] * want[1]:
+        cols = cols.reshape(want)
+    if cols.shape != want:
+        raise ValueError(f"col2im: cols has shape {cols.shape}, expected {want}")
+    return _route("col2im", cols, tuple(int(v) for v in x_shape), *geom)
+
+
+def max_pool2d(x: np.ndarray, kernel, stride, padding=(0, 0)):
+    """(y, argmax): max pooling of the NCHW array ``x`` (padding never wins), y of shape
+    (N, C, OH, OW) and argmax the int64 index ih*W + iw (in its H x W plane) of each
+    window's first maximum; a NaN wins and propagates, like PyTorch.
+
+    Args:
+        x: (N, C, H, W) input.
+        kernel: (KH, KW).
+        stride: (sh, sw).
+        padding: (ph, pw) on each side.
+    """
+    geom = _window_geometry(x.shape, kernel, stride, padding, "max_pool2d")
+    return _route("max_pool2d", x, *geom)
+
+
+def max_pool2d_backward(grad: np.ndarray, argmax: np.ndarray, x_shape) -> np.ndarray:
+    """dL/dx of ``max_pool2d``: an ``x_shape`` array of zeros with each entry of ``grad``
+    added at its window's ``argmax``.
+
+    Args:
+        grad: (N, C, OH, OW) gradient of the pooled output.
+        argmax: the forward's argmax.
+        x_shape: (N, C, H, W) of the input.
+    """
+    if grad.shape != argmax.shape or len(x_shape) != 4 or tuple(grad.shape[:2]) != tuple(x_shape[:2]):
+        raise ValueError(f"max_pool2d_backward: grad {grad.shape}, argmax {argmax.shape} and input "
+                         f"{tuple(x_shape)} do not match")
+    return _route("max_pool2d_backward", grad, argmax, tuple(int(v) for v in x_shape))

@@ -2,20 +2,21 @@
 
 What this file owns: the three layers, their Functions and the im2col / col2im helpers.
 
-Convolution as one GEMM: the input is zero-padded and, for each of the KH*KW kernel
-offsets, one strided slice of it is copied into ``cols`` of shape (C*KH*KW, N*OH*OW)
-(the "channels-first" im2col: every copy moves whole rows of OW pixels, which is several
-times faster than gathering windows pixel by pixel). Then ``W2 @ cols`` with W reshaped
-to (OC, C*KH*KW) gives all outputs at once through ``acceleration.gemm``; the result
-(OC, N, OH, OW) is returned as an NCHW view. The backward is two more GEMMs
-(``gW = g cols^T``, ``gcols = W2^T g``) and a col2im that adds each kernel offset's slice
-back into the padded input (a loop of KH*KW strided adds, never a loop over pixels).
+Convolution as one GEMM: the kernel door's ``im2col`` copies, for each of the KH*KW kernel
+offsets, one strided slice of the zero-padded input into ``cols`` of shape
+(C*KH*KW, N*OH*OW) (the "channels-first" im2col: every copy moves whole rows of OW
+pixels; the runtime's tt_im2col for float32, NumPy slices otherwise). Then ``W2 @ cols``
+with W reshaped to (OC, C*KH*KW) gives all outputs at once through ``acceleration.gemm``;
+the result (OC, N, OH, OW) is returned as an NCHW view. The backward is two more GEMMs
+(``gW = g cols^T``, ``gcols = W2^T g``) and the door's ``col2im``, which adds each kernel
+offset's slice back into the input.
 
-Pooling loops over the KH*KW kernel offsets the same way: max pooling keeps the running
-maximum of the strided slices and, in backward, sends each output's gradient to the first
-offset that holds the maximum (one position per window, like PyTorch's argmax); padding
-is -inf. Average pooling counts padding zeros in the divisor (PyTorch's default
-``count_include_pad=True``).
+Max pooling goes through the door's ``max_pool2d``: each window's first maximum and its
+index (argmax, like PyTorch; padding is -inf and never wins, a NaN wins and propagates);
+the backward sends each output's gradient to that index (``max_pool2d_backward``). The
+runtime's kernels read a convolution's (OC, N, H, W) output in place. Average pooling loops
+over the KH*KW kernel offsets with strided NumPy slices and counts padding zeros in the
+divisor (PyTorch's default ``count_include_pad=True``).
 
 Weights follow PyTorch: (out_channels, in_channels, KH, KW), uniform +-1/sqrt(fan_in).
 """
@@ -25,13 +26,21 @@ import math
 
 import numpy as np
 
+from ..backends.numpy_fallback import pad_nchw, window_slice
 from . import acceleration as _acc
 from .autograd import Function
 from .layers import Layer, Parameter
 from .random import get_generator
 from .tensor import Tensor
 
-__all__ = ["BatchNorm2d", "SimpleCNN", "Conv2D", "MaxPool2D", "AvgPool2D", "Conv2d", "MaxPool2d", "AvgPool2d", "conv2d", "max_pool2d", "avg_pool2d", "im2col", "col2im"]
+__all__ = ["BatchNorm2d", "SimpleCNN", "Conv2D", "MaxPool2D", "AvgPool2D", "Conv2d", "MaxPool2d", "AvgPool2d", "conv2d", "max_pool2d", "avg_pool2d", "im2col", "col2im",
+           "DEFAULT_KERNEL_SIZE", "DEFAULT_STRIDE", "DEFAULT_PADDING"]
+
+# Upstream TinyTorch's names: Conv2d's and the pools' default stride/padding, and the kernel
+# size SimpleCNN uses.
+DEFAULT_KERNEL_SIZE = 3
+DEFAULT_STRIDE = 1
+DEFAULT_PADDING = 0
 
 
 def _pair(v, name):
@@ -42,59 +51,28 @@ def _pair(v, name):
     return int(v), int(v)
 
 
-def _out_size(size, k, s, p, who):
-    out = (size + 2 * p - k) // s + 1
-    if size + 2 * p < k or out <= 0:
-        raise ValueError(f"{who}: input size {size} with padding {p} is smaller than the kernel {k}")
-    return out
-
-
-def _pad(x, ph, pw, value=0.0):
-    if ph == 0 and pw == 0:
-        return x
-    n, c, h, w = x.shape
-    out = np.full((n, c, h + 2 * ph, w + 2 * pw), value, dtype=x.dtype) if value else \
-        np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=x.dtype)
-    out[:, :, ph:ph + h, pw:pw + w] = x
-    return out
-
-
-def _offset_slice(i, j, oh, ow, sh, sw):
-    """Index of the input pixels that kernel offset (i, j) touches, one per output pixel."""
-    return (slice(None), slice(None), slice(i, i + (oh - 1) * sh + 1, sh), slice(j, j + (ow - 1) * sw + 1, sw))
+_out_size = _acc.conv_output_size
 
 
 def im2col(x, kh, kw, sh, sw, ph, pw):
     """Unfold the array ``x`` (N, C, H, W) into columns: returns (cols, OH, OW) with cols of
-    shape (C*KH*KW, N*OH*OW), so a convolution is ``W.reshape(OC, -1) @ cols``.
+    shape (C*KH*KW, N*OH*OW), so a convolution is ``W.reshape(OC, -1) @ cols`` (the kernel
+    door's ``im2col``).
 
     ``kh``, ``kw``: kernel height and width; ``sh``, ``sw``: strides; ``ph``, ``pw``: zero
     padding on each side of H and W."""
-    n, c, h, w = x.shape
-    oh = _out_size(h, kh, sh, ph, "im2col")
-    ow = _out_size(w, kw, sw, pw, "im2col")
-    xp = _pad(x, ph, pw)
-    cols = np.empty((c, kh, kw, n, oh, ow), dtype=x.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, i, j] = xp[_offset_slice(i, j, oh, ow, sh, sw)].transpose(1, 0, 2, 3)
-    return cols.reshape(c * kh * kw, n * oh * ow), oh, ow
+    return _acc.im2col(x, (kh, kw), (sh, sw), (ph, pw))
 
 
 def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
     """Adjoint of im2col: cols (C*KH*KW, N*OH*OW) summed back into an (N, C, H, W) array
-    (overlapping windows add up).
+    (overlapping windows add up; the door's ``col2im``).
 
     ``x_shape`` is the (N, C, H, W) of the unpadded input; ``kh``, ``kw``, ``sh``, ``sw``,
     ``ph``, ``pw`` the kernel, stride and padding given to ``im2col``; ``oh``, ``ow`` the
     output size it returned."""
-    n, c, h, w = x_shape
-    cols = cols.reshape(c, kh, kw, n, oh, ow)
-    gx = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            gx[_offset_slice(i, j, oh, ow, sh, sw)] += cols[:, i, j].transpose(1, 0, 2, 3)
-    return gx[:, :, ph:ph + h, pw:pw + w]
+    n, c = x_shape[:2]
+    return _acc.col2im(cols.reshape(c * kh * kw, n * oh * ow), x_shape, (kh, kw), (sh, sw), (ph, pw))
 
 
 class Conv2dFunction(Function):
@@ -136,48 +114,22 @@ def _pool_geometry(x, kernel, stride, padding, who):
 
 class MaxPool2dFunction(Function):
     def forward(self, x, kernel, stride, padding):
-        kh, kw, sh, sw, ph, pw, oh, ow = geom = _pool_geometry(x, kernel, stride, padding, "MaxPool2d")
-        xp = _pad(x, ph, pw, -np.inf)
-        out = None
-        for i in range(kh):
-            for j in range(kw):
-                part = xp[_offset_slice(i, j, oh, ow, sh, sw)]
-                out = part.copy() if out is None else np.maximum(out, part, out=out)
-        self.xp, self.out, self.geom, self.x_shape = xp, out, geom, x.shape
-        return out
+        y, self.argmax = _acc.max_pool2d(x, kernel, stride, padding)
+        self.x_shape = x.shape
+        return y
 
     def backward(self, g):
-        kh, kw, sh, sw, ph, pw, oh, ow = self.geom
-        n, c, h, w = self.x_shape
-        tiles = (sh, sw) == (kh, kw) and ph == pw == 0 and h == oh * kh and w == ow * kw
-        if tiles:  # windows tile the input exactly: write each offset's share once, no zero-fill
-            gx = np.empty((n, c, oh, kh, ow, kw), dtype=g.dtype)
-        else:
-            gx = np.zeros(self.xp.shape, dtype=g.dtype)
-        unclaimed = np.ones(g.shape, dtype=bool)   # the first offset holding the max takes it
-        for i in range(kh):
-            for j in range(kw):
-                idx = _offset_slice(i, j, oh, ow, sh, sw)
-                hit = self.xp[idx] == self.out
-                hit &= unclaimed
-                unclaimed ^= hit
-                if tiles:
-                    np.multiply(g, hit, out=gx[:, :, :, i, :, j])
-                else:
-                    gx[idx] += g * hit
-        if tiles:
-            return gx.reshape(n, c, h, w), None, None, None
-        return gx[:, :, ph:ph + h, pw:pw + w], None, None, None
+        return _acc.max_pool2d_backward(g, self.argmax, self.x_shape), None, None, None
 
 
 class AvgPool2dFunction(Function):
     def forward(self, x, kernel, stride, padding):
         kh, kw, sh, sw, ph, pw, oh, ow = geom = _pool_geometry(x, kernel, stride, padding, "AvgPool2d")
-        xp = _pad(x, ph, pw)
+        xp = pad_nchw(x, ph, pw)
         out = np.zeros((x.shape[0], x.shape[1], oh, ow), dtype=x.dtype)
         for i in range(kh):
             for j in range(kw):
-                out += xp[_offset_slice(i, j, oh, ow, sh, sw)]
+                out += xp[window_slice(i, j, oh, ow, sh, sw)]
         out *= np.asarray(1.0 / (kh * kw), dtype=x.dtype)
         self.geom, self.x_shape, self.padded_shape = geom, x.shape, xp.shape
         return out
@@ -189,7 +141,7 @@ class AvgPool2dFunction(Function):
         gx = np.zeros(self.padded_shape, dtype=g.dtype)
         for i in range(kh):
             for j in range(kw):
-                gx[_offset_slice(i, j, oh, ow, sh, sw)] += share
+                gx[window_slice(i, j, oh, ow, sh, sw)] += share
         return gx[:, :, ph:ph + h, pw:pw + w], None, None, None
 
 
@@ -271,8 +223,8 @@ class Conv2d(Layer):
     Weight (OC, C, kh, kw), uniform +-1/sqrt(C*kh*kw) like PyTorch. Output (N, OC, OH, OW).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 bias: bool = True, dtype=np.float32):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=DEFAULT_STRIDE,
+                 padding=DEFAULT_PADDING, bias: bool = True, dtype=np.float32):
         kh, kw = _pair(kernel_size, "kernel_size")
         if min(in_channels, out_channels, kh, kw) <= 0:
             raise ValueError(f"Conv2d: channels and kernel must be positive, got "
@@ -406,9 +358,9 @@ class SimpleCNN(Layer):
 
     def __init__(self, num_classes: int = 10):
         self.num_classes = int(num_classes)
-        self.conv1 = Conv2d(3, 16, kernel_size=3, padding=1)
+        self.conv1 = Conv2d(3, 16, kernel_size=DEFAULT_KERNEL_SIZE, padding=1)
         self.pool1 = MaxPool2d(2, stride=2)
-        self.conv2 = Conv2d(16, 32, kernel_size=3, padding=1)
+        self.conv2 = Conv2d(16, 32, kernel_size=DEFAULT_KERNEL_SIZE, padding=1)
         self.pool2 = MaxPool2d(2, stride=2)
         self.flattened_size = 32 * 8 * 8
 

@@ -1,0 +1,248 @@
+/*
+ * conv.cpp -- the data movement of a convolution and of max pooling, NCHW float32:
+ * tt_im2col / tt_col2im (the unfold a convolution's one GEMM reads, and its adjoint) and
+ * tt_maxpool2d_forward / _backward (window maxima with the index of each maximum, and
+ * the gradient routed back through those indices).
+ *
+ * The layouts are those of core/spatial.py: cols is (C*KH*KW) x (N*OH*OW), row
+ * (c, i, j) holding, for every output pixel (n, oh, ow), the input pixel that kernel offset
+ * (i, j) touches, x[n, c, oh*sh + i - ph, ow*sw + j - pw], zero outside the image. Nothing
+ * here is arithmetic-bound: every loop streams whole output rows (OW pixels), and with
+ * stride 1 each row is one contiguous copy.
+ *
+ * The pooling input may be any arrangement of contiguous H x W planes (plane (n, c) at
+ * n * stride_n + c * stride_c): a convolution's output, computed as (C, N, H, W) and seen
+ * as NCHW, is pooled where it lies.
+ *
+ * Threads: im2col splits the rows of cols; col2im and both pooling kernels split the
+ * (n, c) planes, whose outputs are disjoint, so no two threads ever write one element and
+ * every sum adds in a fixed order (results do not depend on the thread count).
+ */
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/config.h"
+#include "core/error.h"
+#include "core/isa.h"
+#include "core/parallel.h"
+
+namespace tt {
+namespace {
+
+struct Geometry {
+    int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, oh, ow;
+};
+
+/* Checks and output sizes; OH = (H + 2 ph - KH) / sh + 1 like PyTorch (floor). */
+tt_status make_geometry(const char *fn, int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh,
+                        int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, Geometry *g) {
+    if (n < 0 || c < 0 || h < 0 || w < 0)
+        return fail(TT_ERR_INVALID_ARGUMENT, "%s: N=%lld C=%lld H=%lld W=%lld must be >= 0", fn,
+                    (long long)n, (long long)c, (long long)h, (long long)w);
+    if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0)
+        return fail(TT_ERR_INVALID_ARGUMENT,
+                    "%s: kernel %lldx%lld, stride %lldx%lld must be >= 1 and padding %lldx%lld >= 0",
+                    fn, (long long)kh, (long long)kw, (long long)sh, (long long)sw, (long long)ph,
+                    (long long)pw);
+    const int64_t limit = std::numeric_limits<int32_t>::max();
+    if (h > limit || w > limit || kh > limit || kw > limit || ph > limit || pw > limit)
+        return fail(TT_ERR_OVERFLOW, "%s: image or kernel dimensions beyond 2^31", fn);
+    if (h + 2 * ph < kh || w + 2 * pw < kw)
+        return fail(TT_ERR_SHAPE_MISMATCH, "%s: padded input %lldx%lld is smaller than the kernel %lldx%lld",
+                    fn, (long long)(h + 2 * ph), (long long)(w + 2 * pw), (long long)kh, (long long)kw);
+    *g = {n, c, h, w, kh, kw, sh, sw, ph, pw, (h + 2 * ph - kh) / sh + 1, (w + 2 * pw - kw) / sw + 1};
+    int64_t planes = 0, pix = 0, in = 0, out = 0, taps = 0, cols = 0, bytes = 0;
+    if (mul_overflows(n, c, &planes) || mul_overflows(planes, h * w, &in) ||
+        mul_overflows(g->oh, g->ow, &pix) || mul_overflows(planes, pix, &out) ||
+        mul_overflows(c, kh * kw, &taps) || mul_overflows(taps, n * pix, &cols) ||
+        mul_overflows(std::max({in, out, cols}), 8, &bytes))
+        return fail(TT_ERR_OVERFLOW, "%s: the tensor sizes overflow int64 bytes", fn);
+    return TT_OK;
+}
+
+/* Threads for `work` elements split into `parts` independent pieces. */
+int threads_for(int64_t work, int64_t parts) {
+    const int nt = num_threads();
+    if (nt <= 1 || parts < 2 || work < (int64_t)TT_ELEMENTWISE_PARALLEL_MIN) return 1;
+    return (int)std::min<int64_t>(nt, parts);
+}
+
+/* The range [lo, hi) of output columns ow whose input column ow*s + j - p lies in [0, w). */
+void valid_range(int64_t j, int64_t s, int64_t p, int64_t w, int64_t ow, int64_t *lo, int64_t *hi) {
+    /* ow*s + j - p >= 0  <=>  ow >= ceil((p - j) / s);   ow*s + j - p < w  <=>  ow <= (w - 1 + p - j) / s */
+    const int64_t first = p - j > 0 ? (p - j + s - 1) / s : 0;
+    const int64_t last = w - 1 + p - j >= 0 ? (w - 1 + p - j) / s : -1;
+    *lo = std::min(first, ow);
+    *hi = std::max(*lo, std::min(last + 1, ow));
+}
+
+}  // namespace
+}  // namespace tt
+
+extern "C" TT_API tt_status tt_im2col(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                      int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                                      int64_t pw, float *cols) {
+    static const char *kFn = "tt_im2col";
+    tt::Geometry g;
+    tt_status st = tt::make_geometry(kFn, n, c, h, w, kh, kw, sh, sw, ph, pw, &g);
+    if (st != TT_OK) return st;
+    const int64_t pix = g.oh * g.ow, rows = c * kh * kw, row_len = n * pix;
+    tt::set_kernel_path("im2col:cpu");
+    if (rows * row_len == 0) return TT_OK;
+    if (x == nullptr || cols == nullptr) return tt::fail(TT_ERR_NULL_POINTER, "%s: x or cols is NULL", kFn);
+    const int nt = tt::threads_for(rows * row_len, rows);
+    tt::parallel_ranges(rows, nt, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t ch = r / (kh * kw), i = (r / kw) % kh, j = r % kw;
+            int64_t lo, hi;
+            tt::valid_range(j, sw, pw, w, g.ow, &lo, &hi);
+            for (int64_t b = 0; b < n; ++b) {
+                const float *plane = x + (b * c + ch) * h * w;
+                float *dst = cols + r * row_len + b * pix;
+                for (int64_t oy = 0; oy < g.oh; ++oy, dst += g.ow) {
+                    const int64_t iy = oy * sh + i - ph;
+                    if (iy < 0 || iy >= h) {
+                        std::memset(dst, 0, (size_t)g.ow * sizeof(float));
+                        continue;
+                    }
+                    const float *row = plane + iy * w;  /* input column ox*sw + j - pw */
+                    for (int64_t ox = 0; ox < lo; ++ox) dst[ox] = 0.0f;
+                    if (sw == 1) {
+                        if (hi > lo)
+                            std::memcpy(dst + lo, row + lo + j - pw, (size_t)(hi - lo) * sizeof(float));
+                    } else {
+                        for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = row[ox * sw + j - pw];
+                    }
+                    for (int64_t ox = hi; ox < g.ow; ++ox) dst[ox] = 0.0f;
+                }
+            }
+        }
+    });
+    return TT_OK;
+}
+
+extern "C" TT_API tt_status tt_col2im(const float *cols, int64_t n, int64_t c, int64_t h, int64_t w,
+                                      int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                                      int64_t pw, float *gx) {
+    static const char *kFn = "tt_col2im";
+    tt::Geometry g;
+    tt_status st = tt::make_geometry(kFn, n, c, h, w, kh, kw, sh, sw, ph, pw, &g);
+    if (st != TT_OK) return st;
+    const int64_t pix = g.oh * g.ow, row_len = n * pix, planes = n * c;
+    tt::set_kernel_path("col2im:cpu");
+    if (planes * h * w == 0) return TT_OK;
+    if (gx == nullptr || (pix > 0 && cols == nullptr))
+        return tt::fail(TT_ERR_NULL_POINTER, "%s: cols or gx is NULL", kFn);
+    const int nt = tt::threads_for(planes * std::max(h * w, kh * kw * pix), planes);
+    tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
+        for (int64_t p = p0; p < p1; ++p) {
+            const int64_t b = p / c, ch = p % c;
+            float *plane = gx + p * h * w;
+            std::memset(plane, 0, (size_t)(h * w) * sizeof(float));
+            for (int64_t i = 0; i < kh; ++i)
+                for (int64_t j = 0; j < kw; ++j) {
+                    int64_t lo, hi;
+                    tt::valid_range(j, sw, pw, w, g.ow, &lo, &hi);
+                    const float *src = cols + ((ch * kh + i) * kw + j) * row_len + b * pix;
+                    for (int64_t oy = 0; oy < g.oh; ++oy, src += g.ow) {
+                        const int64_t iy = oy * sh + i - ph;
+                        if (iy < 0 || iy >= h) continue;
+                        float *row = plane + iy * w;
+                        for (int64_t ox = lo; ox < hi; ++ox) row[ox * sw + j - pw] += src[ox];
+                    }
+                }
+        }
+    });
+    return TT_OK;
+}
+
+extern "C" TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int64_t c, int64_t h,
+                                                 int64_t w, int64_t stride_n, int64_t stride_c,
+                                                 int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                                                 int64_t ph, int64_t pw, float *y,
+                                                 int64_t *argmax) {
+    static const char *kFn = "tt_maxpool2d_forward";
+    tt::Geometry g;
+    tt_status st = tt::make_geometry(kFn, n, c, h, w, kh, kw, sh, sw, ph, pw, &g);
+    if (st != TT_OK) return st;
+    const int64_t planes = n * c, pix = g.oh * g.ow;
+    tt::set_kernel_path("maxpool2d_forward:cpu");
+    if (planes * pix == 0) return TT_OK;
+    if (x == nullptr || y == nullptr || argmax == nullptr)
+        return tt::fail(TT_ERR_NULL_POINTER, "%s: x, y or argmax is NULL", kFn);
+    if (stride_n < 0 || stride_c < 0)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: plane strides %lld, %lld must be >= 0", kFn,
+                        (long long)stride_n, (long long)stride_c);
+    const float neg_inf = -std::numeric_limits<float>::infinity();
+    const int nt = tt::threads_for(planes * pix * kh * kw, planes);
+    tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
+        for (int64_t p = p0; p < p1; ++p) {
+            const float *plane = x + (p / c) * stride_n + (p % c) * stride_c;
+            float *yp = y + p * pix;
+            int64_t *ap = argmax + p * pix;
+            for (int64_t q = 0; q < pix; ++q) {
+                yp[q] = neg_inf;
+                ap[q] = -1;
+            }
+            /* Offsets outer, output rows inner: each pass reads whole input rows. The first
+             * maximum in (i, j) order wins (strict >); a NaN wins over any number and
+             * stays (PyTorch propagates NaN and routes its gradient there). */
+            for (int64_t i = 0; i < kh; ++i)
+                for (int64_t j = 0; j < kw; ++j) {
+                    int64_t lo, hi;
+                    tt::valid_range(j, sw, pw, w, g.ow, &lo, &hi);
+                    for (int64_t oy = 0; oy < g.oh; ++oy) {
+                        const int64_t iy = oy * sh + i - ph;
+                        if (iy < 0 || iy >= h) continue;
+                        const float *row = plane + iy * w;
+                        float *yr = yp + oy * g.ow;
+                        int64_t *ar = ap + oy * g.ow;
+                        for (int64_t ox = lo; ox < hi; ++ox) {
+                            const float v = row[ox * sw + j - pw];
+                            const float best = yr[ox];
+                            if (v > best || (v != v && best == best) || ar[ox] < 0) {
+                                yr[ox] = v;
+                                ar[ox] = iy * w + ox * sw + j - pw;
+                            }
+                        }
+                    }
+                }
+        }
+    });
+    return TT_OK;
+}
+
+extern "C" TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int64_t *argmax,
+                                                  int64_t n, int64_t c, int64_t h, int64_t w,
+                                                  int64_t oh, int64_t ow, float *grad_x) {
+    static const char *kFn = "tt_maxpool2d_backward";
+    if (n < 0 || c < 0 || h < 0 || w < 0 || oh < 0 || ow < 0)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: sizes must be >= 0", kFn);
+    int64_t planes = 0, in = 0, out = 0, bytes = 0;
+    if (tt::mul_overflows(n, c, &planes) || tt::mul_overflows(planes, h * w, &in) ||
+        tt::mul_overflows(planes, oh * ow, &out) || tt::mul_overflows(std::max(in, out), 8, &bytes))
+        return tt::fail(TT_ERR_OVERFLOW, "%s: the tensor sizes overflow int64 bytes", kFn);
+    tt::set_kernel_path("maxpool2d_backward:cpu");
+    if (in == 0) return TT_OK;
+    if (grad_x == nullptr || (out > 0 && (grad_y == nullptr || argmax == nullptr)))
+        return tt::fail(TT_ERR_NULL_POINTER, "%s: grad_y, argmax or grad_x is NULL", kFn);
+    const int64_t pix = oh * ow, hw = h * w;
+    for (int64_t q = 0; q < out; ++q)
+        if (argmax[q] < -1 || argmax[q] >= hw)
+            return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: argmax[%lld]=%lld is outside the %lldx%lld plane",
+                            kFn, (long long)q, (long long)argmax[q], (long long)h, (long long)w);
+    const int nt = tt::threads_for(in + out, planes);
+    tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
+        for (int64_t p = p0; p < p1; ++p) {
+            float *gp = grad_x + p * hw;
+            std::memset(gp, 0, (size_t)hw * sizeof(float));
+            const float *g = grad_y + p * pix;
+            const int64_t *a = argmax + p * pix;
+            for (int64_t q = 0; q < pix; ++q)
+                if (a[q] >= 0) gp[a[q]] += g[q];
+        }
+    });
+    return TT_OK;
+}
