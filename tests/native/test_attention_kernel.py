@@ -190,3 +190,22 @@ def test_c_refusals_surface_with_the_runtime_message():
                                                x.ctypes.data, None, x.ctypes.data, None,
                                                lse.ctypes.data, 1, 1, 4, 4, 8, 1.0, 0))
     assert not o.any()
+
+
+def test_head_split_views_give_results_whose_heads_merge_without_a_copy(threads):
+    """q, k, v as the head split of [B, T, H*d] projections (transposed views): the output
+    and the gradients are written in [B, T, H, d] memory, so merging heads back is a view;
+    values equal the float64 formula."""
+    b, t, h, d = 2, 67, 3, 16
+    q, k, v = (rand(b, t, h * d).reshape(b, t, h, d).transpose(0, 2, 1, 3) for _ in range(3))
+    out, lse = acc.attention(q, k, v, causal=True)
+    assert acc.last_path().startswith("native:attention")
+    merged = out.transpose(0, 2, 1, 3)
+    assert merged.flags.c_contiguous  # the merge is free: no copy needed
+    want, want_lse, _ = naive(q, k, v, causal=1)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5)
+    g = rand(b, t, h * d).reshape(b, t, h, d).transpose(0, 2, 1, 3)
+    dq, dk, dv = acc.attention_backward(q, k, v, out, lse, g, causal=True)
+    for got, ref in zip((dq, dk, dv), naive_grads(q, k, v, g, causal=1)):
+        assert got.transpose(0, 2, 1, 3).flags.c_contiguous
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

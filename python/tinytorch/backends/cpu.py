@@ -438,6 +438,18 @@ def _strides_arg(strides):
     return (ctypes.c_int64 * 3)(*strides)
 
 
+def _empty_like_heads(like, shape):
+    """A float32 result of ``shape`` (B, H, rows, d), laid out like ``like``: when ``like``
+    is the head split of a [B, rows, H*d] projection (a transposed view whose rows are
+    farther apart than its heads), the result lives in [B, rows, H, d] memory and is returned
+    as the same kind of view, so merging the heads back (transpose + reshape) copies nothing;
+    otherwise contiguous."""
+    if like.ndim == 4 and len(shape) == 4 and like.strides[1] < like.strides[2]:
+        b, h, rows, d = shape
+        return np.empty((b, rows, h, d), dtype=_F32).transpose(0, 2, 1, 3)
+    return np.empty(shape, dtype=_F32)
+
+
 def _attention_ok(q, k, v, mask, work, any_size) -> bool:
     return (mask is None and _is_f32(q, k, v) and q.ndim >= 2 and k.ndim >= 2 and v.ndim >= 2
             and v.shape[-1] == q.shape[-1] and (any_size or work >= NATIVE_MIN_ATTENTION_WORK))
@@ -459,14 +471,16 @@ def attention(q, k, v, mask, causal, scale, any_size):
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     sq, d = q.shape[-2:]
     sk = k.shape[-2]
-    b, h, ((q3, sq_), (k3, sk_), (v3, sv_)) = _fold_batch([q, k, v], batch)
-    out = np.empty(batch + (sq, d), dtype=_F32)
+    out = _empty_like_heads(q, batch + (sq, d))
+    b, h, ((q3, sq_), (k3, sk_), (v3, sv_), (o3, so_)) = _fold_batch([q, k, v, out], batch)
+    if o3.ctypes.data != out.ctypes.data:  # folded through copies: write a contiguous result
+        out = np.empty(batch + (sq, d), dtype=_F32)
+        b, h, ((q3, sq_), (k3, sk_), (v3, sv_), (o3, so_)) = _fold_batch([q, k, v, out], batch)
     lse = np.empty(batch + (sq,), dtype=_F32)
-    so = _strides_arg((h * sq * d, sq * d, d))
     status = lib.tt_attention_forward(q3.ctypes.data, _strides_arg(sq_), k3.ctypes.data,
                                       _strides_arg(sk_), v3.ctypes.data, _strides_arg(sv_),
-                                      out.ctypes.data, so, lse.ctypes.data, b, h, sq, sk, d,
-                                      float(scale), int(causal))
+                                      o3.ctypes.data, _strides_arg(so_), lse.ctypes.data, b, h,
+                                      sq, sk, d, float(scale), int(causal))
     _check(status, "attention")
     record_native_path()
     return out, lse
@@ -483,15 +497,25 @@ def attention_backward(q, k, v, out, lse, grad, mask, causal, scale, need, any_s
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     sq, d = q.shape[-2:]
     sk = k.shape[-2]
-    b, h, folded = _fold_batch([q, k, v, out, grad], batch)
-    (q3, s_q), (k3, s_k), (v3, s_v), (o3, s_o), (g3, s_g) = folded
+    grads = [_empty_like_heads(x, batch + (rows, d)) if wanted else None
+             for wanted, x, rows in zip(need, (q, k, v), (sq, sk, sk))]
+    wanted = [g for g in grads if g is not None]
+    b, h, folded = _fold_batch([q, k, v, out, grad] + wanted, batch)
+    if any(f[0].ctypes.data != g.ctypes.data for f, g in zip(folded[5:], wanted)):
+        # folded through copies: write contiguous gradients instead
+        grads = [None if g is None else np.empty(g.shape, dtype=_F32) for g in grads]
+        wanted = [g for g in grads if g is not None]
+        b, h, folded = _fold_batch([q, k, v, out, grad] + wanted, batch)
+    (q3, s_q), (k3, s_k), (v3, s_v), (o3, s_o), (g3, s_g) = folded[:5]
+    results = iter(folded[5:])
     lse = np.ascontiguousarray(np.broadcast_to(lse, batch + (sq,)))
-    grads = []
-    for wanted, rows in zip(need, (sq, sk, sk)):
-        grads.append(np.empty(batch + (rows, d), dtype=_F32) if wanted else None)
     args = []
-    for g, rows in zip(grads, (sq, sk, sk)):
-        args += [None, None] if g is None else [g.ctypes.data, _strides_arg((h * rows * d, rows * d, d))]
+    for g in grads:
+        if g is None:
+            args += [None, None]
+        else:
+            g3_, strides = next(results)
+            args += [g3_.ctypes.data, _strides_arg(strides)]
     status = lib.tt_attention_backward(q3.ctypes.data, _strides_arg(s_q), k3.ctypes.data,
                                        _strides_arg(s_k), v3.ctypes.data, _strides_arg(s_v),
                                        o3.ctypes.data, _strides_arg(s_o), g3.ctypes.data,
