@@ -19,6 +19,10 @@ UPSTREAM_CONSTANTS = {
     "tinytorch.core.tensor": {"BYTES_PER_FLOAT32": 4, "KB_TO_BYTES": 1024, "MB_TO_BYTES": 1024 * 1024},
     "tinytorch.core.layers": {"XAVIER_SCALE_FACTOR": 1.0, "DROPOUT_MIN_PROB": 0.0, "DROPOUT_MAX_PROB": 1.0},
     "tinytorch.core.losses": {"EPSILON": 1e-7},
+    "tinytorch.core.optimizers": {"DEFAULT_LEARNING_RATE_SGD": 0.01, "DEFAULT_LEARNING_RATE_ADAM": 0.001,
+                                  "DEFAULT_BETA1": 0.9, "DEFAULT_BETA2": 0.999, "DEFAULT_EPS": 1e-8,
+                                  "DEFAULT_WEIGHT_DECAY_ADAMW": 0.01},
+    "tinytorch.core.embeddings": {"BYTES_PER_FLOAT32": 4, "MB_TO_BYTES": 1024 * 1024},
     "tinytorch.core.training": {"DEFAULT_MAX_LR": 0.1, "DEFAULT_MIN_LR": 0.01, "DEFAULT_TOTAL_EPOCHS": 100},
     "tinytorch.core.spatial": {"DEFAULT_KERNEL_SIZE": 3, "DEFAULT_STRIDE": 1, "DEFAULT_PADDING": 0},
     "tinytorch.core.tokenization": {"KB_TO_BYTES": 1024},
@@ -84,6 +88,62 @@ def test_the_code_uses_the_named_defaults():
     w = layers.Linear(fan_in, 400).weight.data
     bound = math.sqrt(layers.XAVIER_SCALE_FACTOR / fan_in)
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.99 * bound  # uniform on +-bound
+
+
+# (class, argument) -> the constant its default is written as in core/optimizers.py
+OPTIMIZER_DEFAULTS = {
+    ("SGD", "lr"): "DEFAULT_LEARNING_RATE_SGD",
+    ("Adam", "lr"): "DEFAULT_LEARNING_RATE_ADAM", ("Adam", "eps"): "DEFAULT_EPS",
+    ("AdamW", "lr"): "DEFAULT_LEARNING_RATE_ADAM", ("AdamW", "eps"): "DEFAULT_EPS",
+    ("AdamW", "weight_decay"): "DEFAULT_WEIGHT_DECAY_ADAMW",
+}
+
+
+def _default_expressions(cls_name):
+    """{argument: default expression's AST} of ``cls_name.__init__`` in core/optimizers.py."""
+    tree = ast.parse((PACKAGE / "core" / "optimizers.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls_name)
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    args = init.args.args[len(init.args.args) - len(init.args.defaults):]
+    return {a.arg: d for a, d in zip(args, init.args.defaults)}
+
+
+def test_the_optimizers_defaults_are_the_named_constants():
+    from tinytorch.core import optimizers as opt
+    for (cls_name, arg), const in OPTIMIZER_DEFAULTS.items():
+        expr = _default_expressions(cls_name)[arg]
+        assert isinstance(expr, ast.Name) and expr.id == const, (cls_name, arg, ast.dump(expr))
+    for cls_name in ("Adam", "AdamW"):
+        betas = _default_expressions(cls_name)["betas"]
+        assert [e.id for e in betas.elts] == ["DEFAULT_BETA1", "DEFAULT_BETA2"], cls_name
+    p = Tensor(np.zeros(3, np.float32), requires_grad=True)
+    sgd = opt.SGD([p])
+    assert sgd.lr == opt.DEFAULT_LEARNING_RATE_SGD and sgd.momentum == 0.0  # this project's momentum
+    assert not hasattr(opt, "DEFAULT_MOMENTUM")  # upstream's 0.9 is no default here (docs/compat.md)
+    for cls, decay in ((opt.Adam, 0.0), (opt.AdamW, opt.DEFAULT_WEIGHT_DECAY_ADAMW)):
+        a = cls([p])
+        assert (a.lr, a.betas, a.eps, a.weight_decay) == (
+            opt.DEFAULT_LEARNING_RATE_ADAM, (opt.DEFAULT_BETA1, opt.DEFAULT_BETA2), opt.DEFAULT_EPS, decay)
+
+
+def test_a_default_adamw_step_uses_the_constants():
+    """One default AdamW step equals PyTorch's AdamW given the constants' values explicitly, on an
+    odd-sized parameter: a wrong default (or constant) changes the numbers."""
+    import torch
+    from tinytorch.core import optimizers as opt
+    rng = np.random.default_rng(7)
+    w0 = rng.standard_normal(13).astype(np.float32)
+    grads = [rng.standard_normal(13).astype(np.float32) for _ in range(3)]
+    p = Tensor(w0.copy(), requires_grad=True)
+    mine = opt.AdamW([p])
+    ref = torch.tensor(w0.astype(np.float64), requires_grad=True)
+    theirs = torch.optim.AdamW([ref], lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+    for g in grads:
+        p.grad = g.copy()
+        mine.step()
+        ref.grad = torch.tensor(g.astype(np.float64))
+        theirs.step()
+    np.testing.assert_allclose(p.data, ref.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_memory_units_drive_the_size_reports():

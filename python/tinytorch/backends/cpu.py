@@ -779,8 +779,8 @@ def _geometry(kh, kw, sh, sw, ph, pw):
 
 
 def im2col(x, kh, kw, sh, sw, ph, pw, oh, ow):
-    """cols (C*KH*KW, N*OH*OW) of float32 NCHW ``x`` through tt_im2col (geometry arguments
-    as the NumPy back end's ``im2col``); declines other dtypes."""
+    """cols (C*KH*KW, N*OH*OW) of float32 NCHW ``x`` through tt_im2col (kernel ``kh`` x ``kw``, strides ``sh``, ``sw``, padding ``ph``, ``pw``, output ``oh`` x ``ow``);
+    declines other dtypes."""
     if not (_has("tt_im2col") and _is_f32(x)):
         return NotImplemented
     xc = np.ascontiguousarray(x)
@@ -794,7 +794,7 @@ def im2col(x, kh, kw, sh, sw, ph, pw, oh, ow):
 
 def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
     """The adjoint of ``im2col`` through tt_col2im: float32 ``cols`` summed into an
-    ``x_shape`` array (``oh``, ``ow`` and the geometry as ``im2col``); declines other dtypes."""
+    ``x_shape`` array (kernel ``kh`` x ``kw``, strides ``sh``, ``sw``, padding ``ph``, ``pw``, output ``oh`` x ``ow``); declines other dtypes."""
     if not (_has("tt_col2im") and _is_f32(cols)):
         return NotImplemented
     cc = np.ascontiguousarray(cols)
@@ -809,7 +809,7 @@ def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
 def max_pool2d(x, kh, kw, sh, sw, ph, pw, oh, ow):
     """(y, argmax) through tt_maxpool2d_forward for float32 ``x`` whose H x W planes are
     contiguous in any plane order (a convolution's (C, N, H, W) output seen as NCHW is read
-    in place); geometry arguments as ``im2col``. Declines other dtypes."""
+    in place) (kernel ``kh`` x ``kw``, strides ``sh``, ``sw``, padding ``ph``, ``pw``, output ``oh`` x ``ow``). Declines other dtypes."""
     if not (_has("tt_maxpool2d_forward") and _is_f32(x)):
         return NotImplemented
     n, c, h, w = x.shape

@@ -309,7 +309,7 @@ def im2col(x, kh, kw, sh, sw, ph, pw, oh, ow):
 
 def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
     """The adjoint of ``im2col``: ``cols`` summed back into an ``x_shape`` (N, C, H, W) array
-    (overlapping windows add up); geometry arguments as ``im2col``."""
+    (overlapping windows add up) (kernel ``kh`` x ``kw``, strides ``sh``, ``sw``, padding ``ph``, ``pw``, output ``oh`` x ``ow``)."""
     record_path("numpy")
     n, c, h, w = x_shape
     cols = cols.reshape(c, kh, kw, n, oh, ow)
@@ -321,8 +321,7 @@ def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
 
 
 def max_pool2d(x, kh, kw, sh, sw, ph, pw, oh, ow):
-    """(y, argmax) of max pooling the NCHW array ``x`` (geometry arguments as ``im2col``;
-    padding never wins): each window's first maximum in window order and its index
+    """(y, argmax) of max pooling the NCHW array ``x`` (kernel ``kh`` x ``kw``, strides ``sh``, ``sw``, padding ``ph``, ``pw``, output ``oh`` x ``ow``) (padding never wins): each window's first maximum in window order and its index
     ih*W + iw in its plane; a NaN wins and propagates (the rule of tt_maxpool2d_forward)."""
     record_path("numpy")
     n, c, h, w = x.shape

@@ -14,6 +14,9 @@ What it assumes
   Ids are integer arrays (or integer Tensors) of any shape; an id outside [0, num_embeddings)
   raises ``ValueError`` naming the id and the vocabulary size, so a tokenizer/model mismatch is
   caught at the first batch instead of producing garbage (NumPy would wrap negative ids).
+
+Upstream TinyTorch's memory units ``BYTES_PER_FLOAT32`` and ``MB_TO_BYTES`` are exported from
+here too, as imports of ``core.tensor``'s (the package's one definition).
 """
 from __future__ import annotations
 
@@ -25,10 +28,11 @@ from . import acceleration as _acc
 from .autograd import Function
 from .layers import Layer, Parameter
 from .random import get_generator
-from .tensor import Tensor
+from .tensor import BYTES_PER_FLOAT32, MB_TO_BYTES, Tensor  # the one definition
 
 __all__ = ["EmbeddingFunction", "Embedding", "PositionalEmbedding", "SinusoidalPositionalEncoding",
-           "sinusoidal_table", "check_token_ids", "PositionalEncoding", "create_sinusoidal_embeddings", "EmbeddingLayer"]
+           "sinusoidal_table", "check_token_ids", "PositionalEncoding", "create_sinusoidal_embeddings", "EmbeddingLayer",
+           "BYTES_PER_FLOAT32", "MB_TO_BYTES"]
 
 
 def check_token_ids(ids, num_embeddings: int, who: str = "Embedding") -> np.ndarray:

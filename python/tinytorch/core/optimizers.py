@@ -11,6 +11,10 @@ What this file owns
   * Schedules: ``StepLR``, ``CosineAnnealingLR``, ``LinearLR`` (linear warm-up),
     ``LambdaLR`` and ``SequentialLR`` (warm-up then cosine), each updating ``optimizer.lr``.
   * ``clip_grad_norm_(params, max_norm)``.
+  * Upstream TinyTorch's named defaults (``DEFAULT_LEARNING_RATE_SGD`` ... ``DEFAULT_WEIGHT_DECAY_ADAMW``),
+    which are the optimizers' default arguments. Upstream's ``DEFAULT_MOMENTUM`` (0.9) is not
+    defined: SGD's default momentum here is 0 (PyTorch's, and upstream SGD's own default too),
+    and no code here uses 0.9, so the constant would be a number nothing reads (docs/compat.md).
 
 Rules every optimizer here keeps
   * A parameter with ``requires_grad=False`` or no ``.grad`` is skipped; no state is
@@ -29,7 +33,18 @@ from .autograd import bump_version
 from .tensor import Tensor
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "adam_update", "LRScheduler", "StepLR", "CosineAnnealingLR",
-           "LinearLR", "LambdaLR", "SequentialLR", "clip_grad_norm_"]
+           "LinearLR", "LambdaLR", "SequentialLR", "clip_grad_norm_",
+           "DEFAULT_LEARNING_RATE_SGD", "DEFAULT_LEARNING_RATE_ADAM", "DEFAULT_BETA1", "DEFAULT_BETA2",
+           "DEFAULT_EPS", "DEFAULT_WEIGHT_DECAY_ADAMW"]
+
+# The optimizers' default arguments, under upstream TinyTorch's names and with its values
+# (which are also PyTorch's defaults).
+DEFAULT_LEARNING_RATE_SGD = 0.01   # SGD's lr
+DEFAULT_LEARNING_RATE_ADAM = 0.001  # Adam's and AdamW's lr
+DEFAULT_BETA1 = 0.9                # Adam's first-moment decay, betas[0]
+DEFAULT_BETA2 = 0.999              # Adam's second-moment decay, betas[1]
+DEFAULT_EPS = 1e-8                 # Adam's term added to sqrt(v_hat)
+DEFAULT_WEIGHT_DECAY_ADAMW = 0.01  # AdamW's decoupled decay
 
 
 def _param_list(params, who):
@@ -148,7 +163,7 @@ class SGD(Optimizer):
 
     Args:
         params: Tensors (or a Layer) to optimise.
-        lr: learning rate (default 0.01).
+        lr: learning rate (default ``DEFAULT_LEARNING_RATE_SGD``, 0.01).
         momentum: momentum factor, >= 0 (0 disables the buffer).
         dampening: dampening of the momentum (0 by default).
         nesterov: Nesterov momentum (needs momentum > 0 and dampening 0).
@@ -157,8 +172,8 @@ class SGD(Optimizer):
 
     hyper_names = ("lr", "momentum", "dampening", "nesterov", "weight_decay")
 
-    def __init__(self, params, lr: float = 0.01, momentum: float = 0.0, dampening: float = 0.0,
-                 nesterov: bool = False, weight_decay: float = 0.0):
+    def __init__(self, params, lr: float = DEFAULT_LEARNING_RATE_SGD, momentum: float = 0.0,
+                 dampening: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0):
         super().__init__(params, lr)
         if momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: momentum and weight_decay must be >= 0, got {momentum}, {weight_decay}")
@@ -246,9 +261,10 @@ class Adam(Optimizer):
 
     Args:
         params: Tensors (or a Layer) to optimise.
-        lr: learning rate (default 1e-3).
-        betas: (beta1, beta2), decay rates of the first and second moment, each in [0, 1).
-        eps: added to the denominator for numerical stability.
+        lr: learning rate (default ``DEFAULT_LEARNING_RATE_ADAM``, 1e-3).
+        betas: (beta1, beta2), decay rates of the first and second moment, each in [0, 1)
+            (default ``(DEFAULT_BETA1, DEFAULT_BETA2)``, (0.9, 0.999)).
+        eps: added to the denominator for numerical stability (default ``DEFAULT_EPS``, 1e-8).
         weight_decay: L2 penalty added to the gradient (for decoupled decay use AdamW).
 
     The moments are ``state[p]["exp_avg"]`` and ``["exp_avg_sq"]``, of p's shape and dtype.
@@ -257,8 +273,8 @@ class Adam(Optimizer):
     hyper_names = ("lr", "betas", "eps", "weight_decay")
     decoupled = False
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+    def __init__(self, params, lr: float = DEFAULT_LEARNING_RATE_ADAM, betas=(DEFAULT_BETA1, DEFAULT_BETA2),
+                 eps: float = DEFAULT_EPS, weight_decay: float = 0.0):
         super().__init__(params, lr)
         b1, b2 = betas
         if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
@@ -322,16 +338,17 @@ class AdamW(Adam):
 
     Args:
         params: Tensors (or a Layer) to optimise.
-        lr: learning rate (default 1e-3).
+        lr: learning rate (default ``DEFAULT_LEARNING_RATE_ADAM``, 1e-3).
         betas: (beta1, beta2) moment decay rates.
         eps: added to the denominator for numerical stability.
-        weight_decay: decoupled decay coefficient (default 0.01, as in PyTorch).
+        weight_decay: decoupled decay coefficient (default ``DEFAULT_WEIGHT_DECAY_ADAMW``, 0.01,
+            as in PyTorch).
     """
 
     decoupled = True
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.01):
+    def __init__(self, params, lr: float = DEFAULT_LEARNING_RATE_ADAM, betas=(DEFAULT_BETA1, DEFAULT_BETA2),
+                 eps: float = DEFAULT_EPS, weight_decay: float = DEFAULT_WEIGHT_DECAY_ADAMW):
         super().__init__(params, lr, betas, eps, weight_decay)
 
 
