@@ -314,3 +314,36 @@ def test_attention_over_zero_keys_gives_zeros_like_torch():
     out.sum().backward()
     ref.sum().backward()
     same(tq.grad, pq.grad)
+
+
+def test_gradients_summed_in_place_never_leak_between_tensors():
+    """Tensors used three or more times get their later gradient contributions added in
+    place into a sum the engine made; random graphs of adds and products (where Add hands
+    one array to both inputs) must still give PyTorch's gradients for every input."""
+    import torch
+    from tinytorch.core.tensor import Tensor
+
+    rng = np.random.default_rng(5)
+    for trial in range(30):
+        xs = [rng.standard_normal(4).astype(np.float32) for _ in range(3)]
+        ours = [Tensor(x.copy(), requires_grad=True) for x in xs]
+        theirs = [torch.tensor(x.copy(), requires_grad=True) for x in xs]
+        nodes_o, nodes_t = list(ours), list(theirs)
+        for _ in range(8):
+            i, j = rng.integers(0, len(nodes_o), 2)
+            if rng.random() < 0.5:
+                nodes_o.append(nodes_o[i] + nodes_o[j])
+                nodes_t.append(nodes_t[i] + nodes_t[j])
+            else:
+                nodes_o.append(nodes_o[i] * nodes_o[j])
+                nodes_t.append(nodes_t[i] * nodes_t[j])
+        out_o, out_t = nodes_o[-1], nodes_t[-1]
+        for k in rng.integers(0, len(nodes_o), 3):  # more uses of earlier nodes
+            out_o = out_o + nodes_o[k]
+            out_t = out_t + nodes_t[k]
+        out_o.sum().backward()
+        out_t.sum().backward()
+        for a, b in zip(ours, theirs):
+            want = np.zeros(4) if b.grad is None else b.grad.numpy()
+            got = np.zeros(4) if a.grad is None else a.grad
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"trial {trial}")

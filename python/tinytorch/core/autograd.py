@@ -337,6 +337,10 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
     order = _topological_order(root)
     grads = {id(root): gradient}
     stored = set()  # arrays already stored in some leaf's .grad during this pass
+    # Sums of gradients made here (fresh arrays no Function and no caller holds): a third
+    # and later contribution to the same tensor is added into them in place. The arrays stay
+    # alive in `grads` while their id is in `owned`, so an id cannot be reused meanwhile.
+    owned = set()
     # Walk users before inputs. Each entry is dropped once handled and each node releases
     # its inputs, so (without retain_graph) an intermediate output is freed as soon as its
     # gradient has been passed on: peak memory during backward falls as it proceeds.
@@ -346,6 +350,7 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
         g = grads.pop(id(t), None)
         if g is None:
             continue
+        owned.discard(id(g))  # from here on a Function or a leaf may hold it
         ctx = t._ctx
         if ctx is None:
             _accumulate_leaf(t, g, stored)
@@ -375,9 +380,14 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
             key = id(p)
             prev = grads.get(key)
             if prev is not None:
+                if id(prev) in owned and prev.shape == pg.shape and \
+                        np.result_type(prev, pg) == prev.dtype:
+                    np.add(prev, pg, out=prev)  # a sum this pass made: nobody else holds it
+                    continue
                 pg = prev + pg
                 if type(pg) is not np.ndarray:  # 0-d + 0-d gives a NumPy scalar
                     pg = np.asarray(pg)
+                owned.add(id(pg))
             grads[key] = pg
         if not retain_graph:
             ctx.release()
