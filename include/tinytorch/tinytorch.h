@@ -515,6 +515,13 @@ TT_API tt_status tt_embedding_backward(const float *grad_out, const int64_t *ids
                                        int64_t dim, float *grad_weight, int64_t vocab,
                                        int accumulate);
 
+/* ReLU over n contiguous floats: y = max(x, 0), NaN stays NaN (y may equal x), and its
+ * gradient from the forward's output: grad_x = 0 where y <= 0, else grad_y (a NaN passes its
+ * gradient, as PyTorch's; grad_x may equal grad_y). Paths "relu:<isa>", "relu_backward:<isa>". */
+TT_API tt_status tt_relu_forward(const float *x, float *y, int64_t n);
+TT_API tt_status tt_relu_backward(const float *y, const float *grad_y, float *grad_x,
+                                  int64_t n);
+
 /* Convolution's unfold, NCHW float32, contiguous: x is N x C x H x W, kernel KH x KW,
  * strides sh, sw >= 1, zero padding ph, pw >= 0 on each side; OH = (H + 2ph - KH)/sh + 1,
  * OW likewise (the padded input must hold one window). cols is (C*KH*KW) x (N*OH*OW):

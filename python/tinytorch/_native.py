@@ -132,13 +132,15 @@ PROTOTYPES = {
 # their absence does not make the library unavailable.
 OPTIONAL_PROTOTYPES: dict = {}
 
-# The training-step kernels (Adam / AdamW in one call, embedding gather / scatter-add,
+# The training-step kernels (Adam / AdamW in one call, embedding gather / scatter-add, ReLU,
 # convolution's im2col / col2im, max pooling with argmax).
 OPTIONAL_PROTOTYPES.update({
     "tt_adam_step": (_status, [c_int64, _ptr, _ptr, _ptr, _ptr, _ptr, _ptr, c_double, c_double,
                                c_double, c_double, c_double, c_int]),
     "tt_embedding_forward": (_status, [_ptr, c_int64, c_int64, _ptr, c_int64, _ptr]),
     "tt_embedding_backward": (_status, [_ptr, _ptr, c_int64, c_int64, _ptr, c_int64, c_int]),
+    "tt_relu_forward": (_status, [_ptr, _ptr, c_int64]),
+    "tt_relu_backward": (_status, [_ptr, _ptr, _ptr, c_int64]),
     "tt_im2col": (_status, [_ptr] + [c_int64] * 10 + [_ptr]),
     "tt_col2im": (_status, [_ptr] + [c_int64] * 10 + [_ptr]),
     "tt_maxpool2d_forward": (_status, [_ptr] + [c_int64] * 12 + [_ptr, _ptr]),

@@ -202,10 +202,10 @@ extern "C" TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int6
                         for (int64_t ox = lo; ox < hi; ++ox) {
                             const float v = row[ox * sw + j - pw];
                             const float best = yr[ox];
-                            if (v > best || (v != v && best == best) || ar[ox] < 0) {
-                                yr[ox] = v;
-                                ar[ox] = iy * w + ox * sw + j - pw;
-                            }
+                            /* branch-free: which one wins is data, not a predictable branch */
+                            const bool take = (v > best) | ((v != v) & (best == best)) | (ar[ox] < 0);
+                            yr[ox] = take ? v : best;
+                            ar[ox] = take ? iy * w + ox * sw + j - pw : ar[ox];
                         }
                     }
                 }

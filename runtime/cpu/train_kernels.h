@@ -1,6 +1,6 @@
 /*
  * train_kernels.h -- private: the training-step kernels' inner loops (Adam / AdamW update,
- * embedding row add), written once as inline templates and compiled once per ISA file
+ * embedding row add, ReLU and its gradient), written once as inline templates and compiled once per ISA file
  * (train_ops_<isa>.cpp gets that ISA's flags, so the compiler vectorises the same loop
  * with AVX2, AVX-512 or NEON registers), plus the table the driver (train_ops.cpp)
  * chooses from by the active ISA.
@@ -46,16 +46,33 @@ inline void add_row_loop(float *__restrict dst, const float *__restrict src, int
     for (int64_t j = 0; j < n; ++j) dst[j] += src[j];
 }
 
+/* ReLU: y = max(x, 0) (NaN stays NaN); its gradient gx = 0 where y <= 0, else g (so a NaN
+ * passes its gradient through, as in PyTorch's threshold_backward). */
+/* (No __restrict: y may equal x and grad_x may equal grad_y; the compiler then checks
+ * overlap at run time before taking the vector loop.) */
+inline void relu_loop(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] > 0.0f || x[i] != x[i]) ? x[i] : 0.0f;
+}
+inline void relu_backward_loop(const float *y, const float *g, float *gx, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) gx[i] = y[i] <= 0.0f ? 0.0f : g[i];
+}
+
 using AdamFn = void (*)(float *p, const float *g, float *m, float *v, int64_t n,
                         const AdamScalars &s);
 using AddRowFn = void (*)(float *dst, const float *src, int64_t n);
+using ReluFn = void (*)(const float *x, float *y, int64_t n);
+using ReluBackwardFn = void (*)(const float *y, const float *g, float *gx, int64_t n);
 
 struct TrainKernels {
     const char *adam_path;      /* "adam:<isa>" */
     const char *gather_path;    /* "embedding:<isa>" */
     const char *scatter_path;   /* "embedding_backward:<isa>" */
+    const char *relu_path;      /* "relu:<isa>" */
+    const char *relu_backward_path; /* "relu_backward:<isa>" */
     AdamFn adam;
     AddRowFn add_row;
+    ReluFn relu;
+    ReluBackwardFn relu_backward;
 };
 
 extern const TrainKernels kTrainScalar;

@@ -1,7 +1,9 @@
 /*
  * train_ops.cpp -- the rest of a training step in the runtime: tt_adam_step (Adam / AdamW
- * over every parameter in one call) and the embedding lookup, tt_embedding_forward
- * (gather rows) and tt_embedding_backward (scatter-add rows into the weight gradient).
+ * over every parameter in one call), the embedding lookup, tt_embedding_forward
+ * (gather rows) and tt_embedding_backward (scatter-add rows into the weight gradient), and
+ * ReLU, tt_relu_forward / tt_relu_backward (one pass each: the backward reads the saved
+ * output, so the forward stores no mask).
  *
  * What it owns: argument checks (ids out of range, NULL buffers, negative sizes, size
  * overflow, bad hyper-parameters), the choice of loops for the active ISA
@@ -32,11 +34,16 @@ void adam_scalar(float *p, const float *g, float *m, float *v, int64_t n, const 
     adam_loop(p, g, m, v, n, s);
 }
 void add_row_scalar(float *dst, const float *src, int64_t n) { add_row_loop(dst, src, n); }
+void relu_scalar(const float *x, float *y, int64_t n) { relu_loop(x, y, n); }
+void relu_backward_scalar(const float *y, const float *g, float *gx, int64_t n) {
+    relu_backward_loop(y, g, gx, n);
+}
 
 }  // namespace
 
 const TrainKernels kTrainScalar = {"adam:scalar", "embedding:scalar", "embedding_backward:scalar",
-                                   adam_scalar, add_row_scalar};
+                                   "relu:scalar", "relu_backward:scalar", adam_scalar,
+                                   add_row_scalar, relu_scalar, relu_backward_scalar};
 
 namespace {
 
@@ -196,6 +203,34 @@ extern "C" TT_API tt_status tt_embedding_backward(const float *grad_out, const i
         if (c0 >= c1) return;
         for (int64_t i = 0; i < n; ++i)
             k.add_row(grad_weight + ids[i] * dim + c0, grad_out + i * dim + c0, c1 - c0);
+    });
+    return TT_OK;
+}
+
+extern "C" TT_API tt_status tt_relu_forward(const float *x, float *y, int64_t n) {
+    static const char *kFn = "tt_relu_forward";
+    if (n < 0) return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: n=%lld is negative", kFn, (long long)n);
+    if (n > INT64_MAX / 4) return tt::fail(TT_ERR_OVERFLOW, "%s: n=%lld floats overflow int64 bytes", kFn, (long long)n);
+    if (n > 0 && (x == nullptr || y == nullptr)) return tt::fail(TT_ERR_NULL_POINTER, "%s: x or y is NULL", kFn);
+    const tt::TrainKernels &k = tt::train_kernels(tt::active_isa());
+    tt::set_kernel_path(k.relu_path);
+    const int nt = tt::threads_for(n, n / 4096 + 1);
+    tt::parallel_ranges(n, nt, [&](int64_t b, int64_t e, int) { k.relu(x + b, y + b, e - b); });
+    return TT_OK;
+}
+
+extern "C" TT_API tt_status tt_relu_backward(const float *y, const float *grad_y, float *grad_x,
+                                             int64_t n) {
+    static const char *kFn = "tt_relu_backward";
+    if (n < 0) return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: n=%lld is negative", kFn, (long long)n);
+    if (n > INT64_MAX / 4) return tt::fail(TT_ERR_OVERFLOW, "%s: n=%lld floats overflow int64 bytes", kFn, (long long)n);
+    if (n > 0 && (y == nullptr || grad_y == nullptr || grad_x == nullptr))
+        return tt::fail(TT_ERR_NULL_POINTER, "%s: y, grad_y or grad_x is NULL", kFn);
+    const tt::TrainKernels &k = tt::train_kernels(tt::active_isa());
+    tt::set_kernel_path(k.relu_backward_path);
+    const int nt = tt::threads_for(n, n / 4096 + 1);
+    tt::parallel_ranges(n, nt, [&](int64_t b, int64_t e, int) {
+        k.relu_backward(y + b, grad_y + b, grad_x + b, e - b);
     });
     return TT_OK;
 }

@@ -10,9 +10,14 @@ void adam_neon(float *p, const float *g, float *m, float *v, int64_t n, const tt
     tt::adam_loop(p, g, m, v, n, s);
 }
 void add_row_neon(float *dst, const float *src, int64_t n) { tt::add_row_loop(dst, src, n); }
+void relu_neon(const float *x, float *y, int64_t n) { tt::relu_loop(x, y, n); }
+void relu_backward_neon(const float *y, const float *g, float *gx, int64_t n) {
+    tt::relu_backward_loop(y, g, gx, n);
+}
 }  // namespace
 
 namespace tt {
 const TrainKernels kTrainNeon = {"adam:neon", "embedding:neon", "embedding_backward:neon",
-                                 adam_neon, add_row_neon};
+                                 "relu:neon", "relu_backward:neon", adam_neon, add_row_neon,
+                                 relu_neon, relu_backward_neon};
 }  // namespace tt

@@ -162,3 +162,35 @@ def test_embedding_refusals():
     gw = np.full((4, 3), 5.0, np.float32)
     status = _native.lib.tt_embedding_backward(out.ctypes.data, ids.ctypes.data, 3, 3, gw.ctypes.data, 4, 0)
     assert status != 0 and (gw == 5.0).all()
+
+
+@pytest.mark.parametrize("shape,perm", [((0,), None), ((1,), None), ((97,), None), ((4, 3, 5, 7), None),
+                                        ((4, 3, 5, 7), (1, 0, 2, 3)), ((3, 129), (1, 0))])
+def test_relu_forward_backward_match_numpy_in_any_dense_layout(isa, threads, shape, perm):
+    x = RNG.standard_normal(shape).astype(np.float32)
+    if x.size > 3:
+        x.reshape(-1)[:3] = [np.nan, 0.0, -0.0]
+    if perm is not None:
+        x = x.transpose(perm)  # a transposed view: its memory is still dense
+    y = acc.relu(x)
+    assert acc.last_path() == f"native:relu:{isa}"
+    assert y.strides == x.strides  # the result keeps the input's layout
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    g = RNG.standard_normal(x.shape).astype(np.float32)
+    gx = acc.relu_backward(y, g)
+    assert acc.last_path() == f"native:relu_backward:{isa}"
+    np.testing.assert_array_equal(gx, np.where(np.maximum(x, 0) <= 0, 0, g))
+    tx = torch.from_numpy(np.ascontiguousarray(x)).requires_grad_()
+    torch.relu(tx).backward(torch.from_numpy(np.ascontiguousarray(g)))
+    np.testing.assert_array_equal(gx, tx.grad.numpy())
+
+
+def test_relu_gapped_views_and_other_dtypes_take_numpy():
+    x = RNG.standard_normal((8, 8)).astype(np.float32)[:, ::2]
+    np.testing.assert_array_equal(acc.relu(x), np.maximum(x, 0))
+    assert acc.last_path() == "numpy"
+    ints = np.array([-2, 0, 3])
+    assert acc.relu(ints).dtype == ints.dtype and acc.last_path() == "numpy"
+    with pytest.raises(ValueError, match="differ"):
+        acc.relu_backward(np.ones(3, np.float32), np.ones(4, np.float32))
+    assert _native.lib.tt_relu_forward(None, None, -1) != 0 and "negative" in _native.last_error()

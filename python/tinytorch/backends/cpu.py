@@ -844,6 +844,54 @@ def max_pool2d_backward(grad, argmax, x_shape):
 
 
 # --------------------------------------------------------------------------------------
+# ReLU over the memory of any dense float32 array
+# --------------------------------------------------------------------------------------
+
+def _dense(x) -> bool:
+    """True when x's elements fill its memory without gaps in some order of its axes, all
+    strides positive (contiguous, or a transpose of a contiguous array): an elementwise
+    kernel may then run over the raw buffer from x.ctypes.data, and np.empty_like(x) has the
+    same element order."""
+    if x.flags.c_contiguous:
+        return True
+    step = x.itemsize
+    for size, stride in sorted(zip(x.shape, x.strides), key=lambda p: p[1]):
+        if size == 1:
+            continue
+        if stride != step:
+            return False
+        step *= size
+    return True
+
+
+def relu(x):
+    """``max(x, 0)`` through tt_relu_forward for a float32 array whose memory is dense (the
+    result has x's layout); declines other dtypes and gapped views."""
+    if not (_has("tt_relu_forward") and _is_f32(x) and x.flags.aligned and _dense(x)):
+        return NotImplemented
+    y = np.empty_like(x)
+    _check(_native.lib.tt_relu_forward(x.ctypes.data, y.ctypes.data, x.size), "relu")
+    record_native_path()
+    return y
+
+
+def relu_backward(y, grad):
+    """dL/dx of ``relu`` from its float32 output ``y`` through tt_relu_backward (``grad``
+    laid out like ``y``, or made so); declines other dtypes."""
+    if not (_has("tt_relu_backward") and _is_f32(y, grad) and y.flags.aligned and _dense(y)):
+        return NotImplemented
+    if grad.strides != y.strides:
+        g = np.empty_like(y)
+        np.copyto(g, grad)
+        grad = g
+    gx = np.empty_like(y)
+    _check(_native.lib.tt_relu_backward(y.ctypes.data, grad.ctypes.data, gx.ctypes.data,
+                                        y.size), "relu_backward")
+    record_native_path()
+    return gx
+
+
+# --------------------------------------------------------------------------------------
 # Registration: one entry per instruction set, the active one usable
 # --------------------------------------------------------------------------------------
 
@@ -871,7 +919,8 @@ OPS = {"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
        "log_softmax_backward": log_softmax_backward, "cross_entropy": cross_entropy,
        "cross_entropy_backward": cross_entropy_backward, "adam_step": adam_step,
        "embedding": embedding, "embedding_backward": embedding_backward, "im2col": im2col,
-       "col2im": col2im, "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward}
+       "col2im": col2im, "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward,
+       "relu": relu, "relu_backward": relu_backward}
 
 for _isa in ("avx512", "avx2", "neon", "scalar"):
     register(f"cpu:{_isa}", probe=lambda isa=_isa: _probe(isa), ops=OPS, priority=100,

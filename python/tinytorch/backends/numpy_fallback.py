@@ -358,6 +358,19 @@ def max_pool2d_backward(grad, argmax, x_shape):
     return out.reshape(x_shape).astype(grad.dtype, copy=False)
 
 
+def relu(x):
+    """``max(x, 0)`` elementwise (NaN stays NaN), in x's dtype."""
+    record_path("numpy")
+    return np.maximum(x, 0).astype(x.dtype, copy=False)
+
+
+def relu_backward(y, grad):
+    """dL/dx of ``relu`` from its output ``y``: 0 where y <= 0, else ``grad`` (a NaN passes
+    its gradient, as in PyTorch)."""
+    record_path("numpy")
+    return np.where(y <= 0, 0, grad).astype(grad.dtype, copy=False)
+
+
 register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every call the "
                                         "native back ends decline"),
          ops={"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
@@ -369,5 +382,6 @@ register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every ca
               "cross_entropy_backward": cross_entropy_backward, "adam_step": adam_step,
               "embedding": embedding, "embedding_backward": embedding_backward,
               "im2col": im2col, "col2im": col2im, "max_pool2d": max_pool2d,
-              "max_pool2d_backward": max_pool2d_backward},
+              "max_pool2d_backward": max_pool2d_backward, "relu": relu,
+              "relu_backward": relu_backward},
          priority=0, native=False, description="the NumPy fallback")

@@ -78,7 +78,7 @@ __all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward
            "layer_norm_backward", "softmax",
            "log_softmax", "softmax_backward", "log_softmax_backward", "cross_entropy",
            "cross_entropy_backward", "adam_step", "embedding", "embedding_backward",
-           "conv_output_size", "im2col", "col2im", "max_pool2d", "max_pool2d_backward",
+           "relu", "relu_backward", "conv_output_size", "im2col", "col2im", "max_pool2d", "max_pool2d_backward",
            "stable_sigmoid", "promote_to_float", "last_path", "record_path", "record_native_path",
            "use_native", "set_native_enabled", "native_enabled", "native_available", "native_library",
            "check_status", "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS",
@@ -583,3 +583,26 @@ def max_pool2d_backward(grad: np.ndarray, argmax: np.ndarray, x_shape) -> np.nda
         raise ValueError(f"max_pool2d_backward: grad {grad.shape}, argmax {argmax.shape} and input "
                          f"{tuple(x_shape)} do not match")
     return _route("max_pool2d_backward", grad, argmax, tuple(int(v) for v in x_shape))
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    """``max(x, 0)`` elementwise, in x's dtype and layout (NaN stays NaN): the runtime's kernel
+    for float32, NumPy otherwise.
+
+    Args:
+        x: the input array.
+    """
+    return _route("relu", np.asarray(x))
+
+
+def relu_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """dL/dx of ``relu`` from its output ``y``: 0 where y <= 0, else ``grad`` (a NaN passes
+    its gradient, as in PyTorch).
+
+    Args:
+        y: the forward's output.
+        grad: dL/dy, y's shape.
+    """
+    if grad.shape != y.shape:
+        raise ValueError(f"relu_backward: grad {grad.shape} and y {y.shape} differ")
+    return _route("relu_backward", y, grad)
