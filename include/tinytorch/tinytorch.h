@@ -561,6 +561,30 @@ TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int64_t *argma
  * prove the fast path ran. "" before any kernel call. */
 TT_API const char *tt_last_kernel_path(void);
 
+/* ------------------------------------------------------------------------ */
+/* MPS: GEMM on an Apple GPU (Metal Performance Shaders)                    */
+/* ------------------------------------------------------------------------ */
+/* Built from metal/mps_gemm.mm on Apple platforms (TT_METAL=ON, the default there). On
+ * every other build the functions exist and refuse: tt_mps_available() returns 0 and
+ * tt_mps_sgemm returns TT_ERR_UNSUPPORTED, both with the reason in tt_last_error(). */
+
+/* 1 when a Metal device that MPS supports was found (created once, then reused); 0
+ * otherwise, with the reason in tt_last_error(). */
+TT_API int tt_mps_available(void);
+
+/* C = A B on the GPU with MPSMatrixMultiplication; float32, row-major, contiguous:
+ * A is M x K, B is K x N, C is M x N (C must not overlap A or B). M, N, K >= 0
+ * (TT_ERR_INVALID_ARGUMENT); K == 0 gives C = 0; byte counts must fit int64
+ * (TT_ERR_OVERFLOW); NULL operands with elements are TT_ERR_NULL_POINTER.
+ * Memory: an operand whose address is page-aligned is wrapped in place
+ * (newBufferWithBytesNoCopy, no copy); any other is copied once into a Metal buffer (C is
+ * copied back after the GPU finishes). *copied (may be NULL) receives a bit mask of the
+ * operands that were copied: 1 = A, 2 = B, 4 = C. No device, or a Metal error:
+ * TT_ERR_UNSUPPORTED with the reason. Path "mps_sgemm:nocopy" when nothing was copied,
+ * else "mps_sgemm:copy". Blocks until C is written. */
+TT_API tt_status tt_mps_sgemm(int64_t M, int64_t N, int64_t K, const float *A, const float *B,
+                              float *C, int *copied);
+
 #ifdef __cplusplus
 }
 #endif

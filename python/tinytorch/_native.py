@@ -147,6 +147,77 @@ OPTIONAL_PROTOTYPES.update({
     "tt_maxpool2d_backward": (_status, [_ptr, _ptr] + [c_int64] * 6 + [_ptr]),
 })
 
+# Apple MPS GEMM (metal/mps_gemm.mm; a stub that refuses with the reason elsewhere):
+# optional, so a library built before it still loads; extensions/mps_ops.py falls back.
+OPTIONAL_PROTOTYPES.update({
+    "tt_mps_available": (c_int, []),
+    "tt_mps_sgemm": (_status, [c_int64, c_int64, c_int64, _ptr, _ptr, _ptr, _ptr]),
+})
+
+# libtinytorch_cuda (cuda_triton/cuda/tinytorch_cuda.h): the CUDA SGEMM stages, a separate
+# library built only where CMake found nvcc, with the same conventions (tt_status, its own
+# thread-local last error and path report). Loaded on first use by load_cuda(), never at
+# import; tests/extensions/test_cuda_ops.py checks these against that header.
+CUDA_PROTOTYPES = {
+    "tt_cuda_version": (c_char_p, []),
+    "tt_cuda_last_error": (c_char_p, []),
+    "tt_cuda_last_kernel_path": (c_char_p, []),
+    "tt_cuda_stage_count": (c_int, []),
+    "tt_cuda_stage_name": (c_char_p, [c_int]),
+    "tt_cuda_device_count": (_status, [_ptr]),
+    "tt_cuda_device_name": (_status, [_ptr, c_int64]),
+    "tt_cuda_sgemm": (_status, [c_int, c_int64, c_int64, c_int64, _ptr, _ptr, _ptr, _ptr]),
+    "tt_cuda_sgemm_device": (_status, [c_int, c_int64, c_int64, c_int64, _ptr, _ptr, _ptr,
+                                       _ptr]),
+}
+_cuda_loaded = None  # (handle or None, path or None, reason) once load_cuda() ran
+
+
+def _cuda_candidates() -> list[str]:
+    """Where libtinytorch_cuda may be: TINYTORCH_CUDA_LIB (only there, if set), else beside
+    the loaded libtinytorch (a build folder), beside this file, and in _lib_editable/."""
+    env = os.environ.get("TINYTORCH_CUDA_LIB")
+    if env:
+        return [env]
+    name = {"darwin": "libtinytorch_cuda.dylib", "win32": "tinytorch_cuda.dll"}.get(
+        sys.platform, "libtinytorch_cuda.so")
+    here = os.path.dirname(os.path.abspath(__file__))
+    folders = [os.path.dirname(_path)] if lib is not None and _path else []
+    folders += [here, os.path.join(here, "_lib_editable")]
+    return list(dict.fromkeys(os.path.join(f, name) for f in folders))
+
+
+def load_cuda(refresh: bool = False):
+    """(libtinytorch_cuda as a declared ctypes.CDLL or None, its path or None, reason or '').
+    Never raises: a missing file, a file that does not load, or a missing symbol is a reason.
+    The result is cached; ``refresh=True`` looks again."""
+    global _cuda_loaded
+    if _cuda_loaded is not None and not refresh:
+        return _cuda_loaded
+    tried = []
+    for path in _cuda_candidates():
+        if not os.path.exists(path):
+            tried.append(f"{path}: no such file")
+            continue
+        try:
+            handle = ctypes.CDLL(path)
+        except OSError as exc:
+            tried.append(f"{path}: not a loadable library ({exc})")
+            continue
+        missing = [n for n in CUDA_PROTOTYPES if getattr(handle, n, None) is None]
+        if missing:
+            tried.append(f"{path}: symbol {missing[0]} is missing")
+            continue
+        for fn_name, (restype, argtypes) in CUDA_PROTOTYPES.items():
+            fn = getattr(handle, fn_name)
+            fn.restype, fn.argtypes = restype, argtypes
+        _cuda_loaded = (handle, path, "")
+        return _cuda_loaded
+    _cuda_loaded = (None, None, "libtinytorch_cuda is not built (CMake builds it only where "
+                    "nvcc is found): " + "; ".join(tried))
+    return _cuda_loaded
+
+
 lib = None          # the ctypes.CDLL, or None when unavailable
 _path = None        # where it was loaded from (or tried last)
 _reason = ""        # why lib is None ("" when loaded)

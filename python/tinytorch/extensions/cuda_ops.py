@@ -1,48 +1,205 @@
-"""Upstream TinyTorch's ``extensions.cuda_ops``: teaching SGEMM kernels on an NVIDIA GPU.
+"""cuda_ops: the CUDA SGEMM teaching ladder -- naive, coalesced, shared-memory tiled and
+register-tiled kernels -- behind ``cuda_matmul(a, b, stage)``.
 
-No CUDA kernel is written in this project yet (see cuda_triton/README.md), so:
-  has_cuda_support()            False: no CUDA kernel would run.
-  cuda_build_info()             {'cuda', 'detail', 'kernel': False} from ``backends.devices.cuda``.
-  cuda_matmul(a, b, stage)      ``a @ b`` on the CPU kernel door (``simd_matmul``); ``stage``
-                                must still be one of STAGES (ValueError otherwise, as upstream).
-See docs/compat.md.
+Bottleneck each stage removes (silicon boundary, NVIDIA GPU; kernels in
+cuda_triton/cuda/sgemm_kernels.cu, one short kernel per stage with its idea on top):
+  naive       none: one thread per output, a warp's loads 32 transactions apart (baseline)
+  coalesced   wasted DRAM transactions: a warp reads one 128-byte line of B per k
+  tiled       DRAM traffic: 32 x 32 tiles reused from shared memory (32x fewer reads)
+  register    shared-memory traffic: 8 x 8 outputs per thread in registers, 16 shared
+              loads per 64 FMAs
+``cuda_triton/device_check.py`` measures each against cuBLAS on a GPU.
+
+Where it runs: the registry's ``cuda`` back end (``backends/devices.py``) routes
+"cuda_matmul" when libtinytorch_cuda was built (CMake builds it where nvcc is found; the
+binding is ``tinytorch._native.load_cuda``) and a CUDA device answers. Otherwise
+``cuda_matmul`` returns the CPU result (``simd_matmul``: native GEMM or NumPy) and
+``cuda_last_run()["reason"]`` says why (no library, no driver, no device, switched off).
+
+Contract: ndarray in -> ndarray out; any Tensor in -> Tensor out on the tape. The forward
+runs the chosen stage; the backward is the package's one matmul backward (the CPU door,
+``simd_ops.SimdMatmulFunction``): the teaching kernels have no transpose flags. dtype rule
+as simd_ops: float32 runs on the GPU; float64 stays float64 on the CPU (reason given);
+other reals become float32; complex is a TypeError. Only 2-D products go to the GPU; a
+batched product runs on the CPU (reason given). Host arrays are copied to the device and
+back; ``cuda_last_run()`` reports copy_in_s, kernel_s and copy_out_s apart (CUDA events).
+A PyTorch CUDA tensor or CuPy array (2-D, float32, contiguous) is used in place and the
+result is a device array of the same kind.
 """
 from __future__ import annotations
 
-from ..backends import devices as _devices
-from .simd_ops import simd_matmul
+import ctypes
+import threading
 
-__all__ = ["STAGES", "has_cuda_support", "cuda_build_info", "cuda_matmul", "compile_and_load_cuda"]
+import numpy as np
 
-STAGES = ("naive", "coalesced", "tiled")
+from .. import _native
+from .. import backends as _backends
+from ..core.acceleration import record_path
+from ..core.tensor import Tensor
+from .simd_ops import SimdMatmulFunction, _as_kernel_dtype, _as_tensor, _data, simd_matmul
+
+__all__ = ["STAGES", "has_cuda_support", "cuda_build_info", "cuda_matmul", "cuda_last_run",
+           "compile_and_load_cuda", "CudaMatmulFunction"]
+
+STAGES = ("naive", "coalesced", "tiled", "register")
+_state = threading.local()
+
+
+def _why_not() -> str:
+    ok, why = _backends.status("cuda")
+    if ok:
+        return "native back ends are turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1)"
+    return why
 
 
 def has_cuda_support() -> bool:
-    """Whether ``cuda_matmul`` runs on an NVIDIA GPU: always False here (no kernel written)."""
-    return False
+    """True when ``cuda_matmul`` runs on an NVIDIA GPU now (library built, device present,
+    native back ends enabled)."""
+    return bool(_backends.routes("cuda_matmul"))
 
 
 def cuda_build_info() -> dict:
-    """{'cuda': whether a CUDA driver and device are present, 'detail': the probe's reason,
-    'kernel': False (no CUDA kernel in this project yet)}."""
-    usable, detail = _devices.cuda()
-    return {"cuda": bool(usable), "detail": detail, "kernel": False}
+    """{'cuda': the registry's probe (usable?), 'detail': its reason, 'kernel': whether the
+    CUDA kernels run now, 'library': libtinytorch_cuda's path or None, 'stages': STAGES}."""
+    usable, detail = _backends.status("cuda")
+    path = _native.load_cuda()[1]
+    return {"cuda": bool(usable), "detail": detail if has_cuda_support() else _why_not(),
+            "kernel": has_cuda_support(), "library": path, "stages": STAGES}
 
 
-def cuda_matmul(a, b, stage: str = "tiled"):
-    """``a @ b`` for [M, K] and [K, N] arrays or Tensors, on the CPU kernel door.
+def cuda_last_run() -> dict:
+    """This thread's last ``cuda_matmul``: {'path', 'reason' ('' when the GPU ran),
+    'copy_in_s', 'kernel_s', 'copy_out_s'}; {} before any call."""
+    return dict(getattr(_state, "run", {}))
 
-    Args:
-        a: left operand.
-        b: right operand.
-        stage: upstream's kernel choice, one of ``STAGES`` (checked, then unused).
-    """
-    if stage not in STAGES:
-        raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
-    return simd_matmul(a, b)
+
+def _report(path: str, reason: str = "", times_ms=(0.0, 0.0, 0.0)) -> None:
+    _state.run = {"path": path, "reason": reason, "copy_in_s": times_ms[0] / 1e3,
+                  "kernel_s": times_ms[1] / 1e3, "copy_out_s": times_ms[2] / 1e3}
 
 
 def compile_and_load_cuda():
-    """Upstream TinyTorch's loader of its CUDA SGEMM library: None here (no CUDA kernel is
-    written yet; ``cuda_build_info()`` says what the machine offers)."""
+    """The loaded libtinytorch_cuda (a ctypes.CDLL declared by ``tinytorch._native``) when
+    its kernels can run here, else None. Nothing is compiled at run time: CMake builds it."""
+    return _native.load_cuda()[0] if has_cuda_support() else None
+
+
+def _check(handle, status: int, what: str) -> None:
+    """Raise the exception matching a non-OK tt_status with libtinytorch_cuda's message."""
+    if status == _native.TT_OK:
+        return
+    msg = f"{what}: {handle.tt_cuda_last_error().decode()} [{_native.STATUS_NAMES.get(status, status)}]"
+    if status == 5:
+        raise MemoryError(msg)
+    raise (RuntimeError if status in (6, 8) else ValueError)(msg)
+
+
+def _device_kind(obj) -> str | None:
+    module = type(obj).__module__ or ""
+    if module.startswith("torch") and getattr(obj, "is_cuda", False):
+        return "torch"
+    if module.startswith("cupy"):
+        return "cupy"
     return None
+
+
+def _device_matmul(handle, a, b, stage: int):
+    kind = _device_kind(a)
+    if _device_kind(b) != kind:
+        raise TypeError(f"cuda_matmul: b must be a {kind} device array like a, got {type(b).__name__}")
+    for name, t in (("a", a), ("b", b)):
+        if str(t.dtype).replace("torch.", "") != "float32" or t.ndim != 2:
+            raise TypeError(f"cuda_matmul: device operand {name} must be 2-D float32, got "
+                            f"{t.ndim}-D {t.dtype}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"Incompatible matrix dimensions: {tuple(a.shape)} x {tuple(b.shape)}")
+    if kind == "torch":
+        a, b = a.contiguous(), b.contiguous()
+        c = a.new_empty((a.shape[0], b.shape[1]))
+        ptr = (lambda t: t.data_ptr())
+    else:
+        import cupy  # function-level: optional device-array library, present since a is one
+        a, b = cupy.ascontiguousarray(a), cupy.ascontiguousarray(b)
+        c = cupy.empty((a.shape[0], b.shape[1]), dtype=cupy.float32)
+        ptr = (lambda t: t.data.ptr)
+    kernel_ms = ctypes.c_float(0.0)
+    _check(handle, handle.tt_cuda_sgemm_device(stage, a.shape[0], b.shape[1], a.shape[1], ptr(a),
+                                               ptr(b), ptr(c), ctypes.byref(kernel_ms)), "cuda_matmul")
+    _report(f"cuda:{STAGES[stage]}", times_ms=(0.0, kernel_ms.value, 0.0))
+    return c
+
+
+def matmul_arrays(a, b, stage: str):
+    """``a @ b`` on the CUDA stage for 2-D float32 host arrays or device arrays (the
+    registry's "cuda_matmul" op; callers check shapes and dtypes of host arrays first).
+
+    Args:
+        a: [M, K] float32 ndarray, or a PyTorch CUDA tensor / CuPy array.
+        b: [K, N] of the same kind.
+        stage: one of STAGES.
+    """
+    handle = _native.load_cuda()[0]
+    index = STAGES.index(stage)
+    if _device_kind(a) is not None:
+        out = _device_matmul(handle, a, b, index)
+    else:
+        a = np.ascontiguousarray(a, dtype=np.float32)
+        b = np.ascontiguousarray(b, dtype=np.float32)
+        out = np.empty((a.shape[0], b.shape[1]), dtype=np.float32)
+        times = (ctypes.c_float * 3)()
+        _check(handle, handle.tt_cuda_sgemm(index, a.shape[0], b.shape[1], a.shape[1], a.ctypes.data,
+                                            b.ctypes.data, out.ctypes.data, times), "cuda_matmul")
+        _report(f"cuda:{stage}", times_ms=tuple(times))
+    record_path(f"cuda:sgemm:{stage}")
+    return out
+
+
+class CudaMatmulFunction(SimdMatmulFunction):
+    """out = a @ b on a CUDA stage; the backward is the package's one matmul backward
+    (inherited: the CPU door with transpose flags)."""
+
+    def forward(self, a, b, stage="register"):
+        """``a @ b`` for 2-D float32 arrays on ``stage`` (one of STAGES); the CPU door if
+        the route went away since the call was planned."""
+        found = _backends.routes("cuda_matmul")
+        if not found:
+            return SimdMatmulFunction.forward(self, a, b)
+        self.a, self.b = a, b
+        return found[0](a, b, stage)
+
+
+def cuda_matmul(a, b, stage: str = "tiled"):
+    """``a @ b`` on the CUDA SGEMM stage ``stage`` where it can run, else on the CPU with the
+    reason in ``cuda_last_run()`` (see the module docstring).
+
+    Args:
+        a: [M, K] Tensor or ndarray (or a PyTorch CUDA tensor / CuPy array).
+        b: [K, N] of the same kind.
+        stage: one of STAGES: "naive", "coalesced", "tiled", "register".
+    """
+    if stage not in STAGES:
+        raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
+    if _device_kind(a) is not None:
+        if not has_cuda_support():
+            raise RuntimeError("cuda_matmul: device arrays were given but the CUDA kernels cannot "
+                               "run here: " + _why_not())
+        return _backends.routes("cuda_matmul")[0](a, b, stage)
+    a_arr = _as_kernel_dtype(_data(a, "cuda_matmul", "a"), "cuda_matmul")
+    b_arr = _as_kernel_dtype(_data(b, "cuda_matmul", "b"), "cuda_matmul")
+    why = None
+    if not has_cuda_support():
+        why = _why_not()
+    elif a_arr.ndim != 2 or b_arr.ndim != 2:
+        why = "only 2-D products run on the CUDA stages; batched products run on the CPU"
+    elif a_arr.dtype != np.float32 or b_arr.dtype != np.float32:
+        why = "float64 stays on the CPU path (the CUDA stages compute in float32)"
+    if why is not None:
+        out = simd_matmul(a, b)
+        _report("cpu", reason=why)
+        return out
+    if a_arr.shape[-1] != b_arr.shape[-2]:
+        raise ValueError(f"Incompatible matrix dimensions: {a_arr.shape} x {b_arr.shape}")
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return CudaMatmulFunction.apply(_as_tensor(a, a_arr), _as_tensor(b, b_arr), stage=stage)
+    return _backends.routes("cuda_matmul")[0](a_arr, b_arr, stage)
