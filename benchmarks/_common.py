@@ -38,7 +38,6 @@ import importlib.metadata
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,6 +51,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
 import tinytorch  # noqa: E402
 from tinytorch import native  # noqa: E402
+# The measuring helpers live in the package, shared with `tinytorch scorecard`; re-exported here
+# under their old names so every script keeps calling C.measure_rounds, C.Threads, ...
+from tinytorch.scorecard.machine import _cpuinfo, _lscpu, blas_description, cpu_model  # noqa: E402,F401
+from tinytorch.scorecard.measure import (  # noqa: E402,F401
+    SETTLE_SECONDS, Threads, measure_rounds, optimizer_state_bytes, time_steps)
 
 try:
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -80,33 +84,7 @@ def optional_torch():
 
 # ----------------------------------------------------------------------------- threads
 
-class Threads:
-    """Context manager: the runtime, threadpoolctl's pools (BLAS, OpenMP) and PyTorch on `n`
-    threads. PyTorch is limited only if the script imported it (sys.modules), so entering this
-    never imports it."""
-
-    def __init__(self, n: int):
-        if n < 1:
-            raise ValueError(f"thread count must be >= 1, got {n}")
-        self.n = n
-
-    def __enter__(self):
-        self.before = tinytorch.get_num_threads()
-        tinytorch.set_num_threads(self.n)
-        self.limit = threadpool_limits(self.n) if threadpool_limits else None
-        self.torch = sys.modules.get("torch")
-        if self.torch is not None:
-            self.torch_before = self.torch.get_num_threads()
-            self.torch.set_num_threads(self.n)
-        return self
-
-    def __exit__(self, *exc):
-        tinytorch.set_num_threads(self.before)
-        if self.limit is not None:
-            self.limit.restore_original_limits()
-        if self.torch is not None:
-            self.torch.set_num_threads(self.torch_before)
-        return False
+# Threads: the package's (tinytorch.scorecard.measure), imported above.
 
 
 def thread_counts(text: str) -> list[int]:
@@ -122,40 +100,7 @@ def thread_counts(text: str) -> list[int]:
 
 # ----------------------------------------------------------------------------- machine
 
-def _lscpu() -> dict:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v}
-
-
-def _cpuinfo(key: str) -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(key):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
-def cpu_model() -> str:
-    return _cpuinfo("model name") or platform.processor() or platform.machine()
-
-
-def blas_description() -> str:
-    """Which BLAS NumPy runs, as threadpoolctl reports it (library, version, kernel)."""
-    if threadpool_info is None:
-        return "threadpoolctl not installed"
-    parts = [f"{e.get('internal_api')} {e.get('version')} (kernel: {e.get('architecture')}, "
-             f"threading: {e.get('threading_layer')})"
-             for e in threadpool_info() if e.get("user_api") == "blas"]
-    env = {k: v for k, v in os.environ.items()
-           if k.startswith("OPENBLAS_") or k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    text = "; ".join(parts) or "no BLAS found by threadpoolctl"
-    return text + (f"; environment: {env}" if env else "; no OPENBLAS_*/OMP_NUM_THREADS set")
+# _lscpu, _cpuinfo, cpu_model, blas_description: the package's (tinytorch.scorecard.machine).
 
 
 def _load_text(load) -> str:
@@ -202,48 +147,8 @@ def machine_lines(threads=None) -> list[str]:
 
 # ----------------------------------------------------------------------------- timing
 
-# Thread pools of other libraries keep spinning after a call (OpenBLAS's workers for up to
-# ~0.1 s, OpenMP runtimes for less) and steal the cores from whoever runs next. Each
-# contender therefore runs in its own block after this pause, not call-by-call interleaved.
-SETTLE_SECONDS = 0.2
-
-
-def measure_rounds(contenders: dict, rounds: int, block_time: float = 0.25) -> dict:
-    """Median seconds per call of each zero-argument callable. Each round gives every
-    contender one block: a pause (SETTLE_SECONDS), one warm-up call, then calls for about
-    `block_time` seconds (at least one); the block's median is kept, and the result is
-    the median over rounds. Rounds cycle through the contenders, so slow drifts in the
-    machine's load are shared."""
-    per_round = {name: [] for name in contenders}
-    for _ in range(max(1, rounds)):
-        for name, fn in contenders.items():
-            time.sleep(SETTLE_SECONDS)
-            fn()
-            times = []
-            start = time.perf_counter()
-            while not times or time.perf_counter() - start < block_time:
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-            per_round[name].append(statistics.median(times))
-    return {name: statistics.median(v) for name, v in per_round.items()}
-
-
-def time_steps(fns: dict, steps: int, rounds: int, warmup: int = 1) -> dict:
-    """{name: array of milliseconds}: `warmup` untimed calls each, then `rounds` rounds in
-    which every callable runs `steps` timed calls in turn (load drift hits all alike). For
-    work that lasts milliseconds or more, where each call is worth its own sample."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            for _ in range(steps):
-                t0 = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - t0)
-    return {name: np.array(v) * 1e3 for name, v in times.items()}
+# measure_rounds (with SETTLE_SECONDS) and time_steps: the package's (tinytorch.scorecard.measure),
+# so the scorecard command and these scripts time things the same way.
 
 
 def spread(samples) -> tuple[float, float, float]:
@@ -405,6 +310,4 @@ def require_native():
     return lib
 
 
-def optimizer_state_bytes(opt) -> int:
-    """Bytes of every array an optimizer keeps in ``opt.state`` (measured, not a formula)."""
-    return sum(v.nbytes for s in opt.state.values() for v in s.values() if isinstance(v, np.ndarray))
+# optimizer_state_bytes: the package's (tinytorch.scorecard.measure), imported above.

@@ -25,62 +25,19 @@ meant to be unset for this run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE pyt
 """
 from __future__ import annotations
 
-import os
-import tracemalloc
-
 import _common as C
 import numpy as np
 
 from tinytorch.core.attention import scaled_dot_product_attention as stock_attention
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import flash_attention, last_path
+from tinytorch.scorecard.attention import flops, peak_memory  # one copy of each measurement
 
 torch = C.optional_torch()
 
 
 def seq_list(text):
     return [int(s) for s in str(text).split(",") if s.strip()]
-
-
-def _status_bytes(key: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def _reset_peak_rss() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_memory(fn) -> dict:
-    """Bytes above the state before one call of fn: tracemalloc peak, runtime peak, RSS peak."""
-    native_on = C.native.available()
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    traced0 = tracemalloc.get_traced_memory()[0]
-    if native_on:
-        C.native.reset_peak_memory()
-        runtime0 = C.native.memory_stats()["bytes_in_use"]
-    rss_ok = _reset_peak_rss()
-    rss0 = _status_bytes("VmRSS")
-    fn()
-    rss = _status_bytes("VmHWM") - rss0 if rss_ok else None
-    traced = tracemalloc.get_traced_memory()[1] - traced0
-    tracemalloc.stop()
-    runtime = C.native.memory_stats()["peak_bytes"] - runtime0 if native_on else 0
-    return {"traced": traced, "runtime": runtime, "rss": rss}
-
-
-def flops(s: int, d: int, heads: int, causal: bool) -> float:
-    pairs = s * (s + 1) / 2 if causal else s * s
-    return 4.0 * pairs * d * heads
 
 
 def make_contenders(q, k, v, causal):
@@ -91,7 +48,7 @@ def make_contenders(q, k, v, causal):
         return flash_attention(q, k, v, causal=causal)
 
     def stock_fwd():
-        return stock_attention(q, k, v, causal=causal)
+        return stock_attention(q, k, v, causal=causal, flash=False)  # the S x S path, not the default flash
 
     def tensors():  # fresh leaves over the same arrays (no copy), so grads do not pile up
         return [Tensor.from_numpy(x, requires_grad=True) for x in (q, k, v)]
@@ -105,7 +62,7 @@ def make_contenders(q, k, v, causal):
         return run
 
     out["flash"] = (flash_fwd, fwd_bwd(lambda a, b, c: flash_attention(a, b, c, causal=causal)))
-    out["stock"] = (stock_fwd, fwd_bwd(lambda a, b, c: stock_attention(a, b, c, causal=causal)))
+    out["stock"] = (stock_fwd, fwd_bwd(lambda a, b, c: stock_attention(a, b, c, causal=causal, flash=False)))
     if torch is not None:
         tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
         sdpa = torch.nn.functional.scaled_dot_product_attention

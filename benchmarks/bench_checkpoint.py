@@ -28,125 +28,18 @@ Writes benchmarks/results/bench_checkpoint.md (or --out).
 """
 from __future__ import annotations
 
-import math
-import tracemalloc
-
-import numpy as np
-
 import _common as C
 
-from tinytorch import native  # noqa: E402  (path set up by _common)
-from tinytorch.core import random as tt_random  # noqa: E402
-from tinytorch.core.layers import Sequential  # noqa: E402
-from tinytorch.core.tensor import Tensor  # noqa: E402
-from tinytorch.core.transformers import TransformerBlock  # noqa: E402
-from tinytorch.extensions import checkpoint_sequential  # noqa: E402
+from tinytorch.scorecard import checkpoint as checkpoint_measure  # noqa: E402  (path set up by _common)
 
-HEADS = 4
-
-
-def build(L, D, seed=0):
-    tt_random.manual_seed(seed)
-    return Sequential([TransformerBlock(D, HEADS) for _ in range(L)])
-
-
-def run(model, x, segments, checkpoint_last=True):
-    out = model(x) if segments is None else checkpoint_sequential(model, segments, x,
-                                                                  checkpoint_last=checkpoint_last)
-    out.backward(np.ones(out.shape, np.float32) / out.size)
-
-
-def runtime_stats():
-    if not native.available():
-        return None
-    try:
-        return native.memory_stats()
-    except Exception:  # noqa: BLE001 - counters are optional
-        return None
-
-
-def peak_memory(model, x, segments, checkpoint_last=True):
-    """(tracemalloc peak bytes above the start, runtime peak bytes above the start or None)."""
-    if native.available():
-        try:
-            native.reset_peak_memory()
-        except Exception:  # noqa: BLE001
-            pass
-    rt0 = runtime_stats()
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    start, _ = tracemalloc.get_traced_memory()
-    run(model, x, segments, checkpoint_last)
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    rt1 = runtime_stats()
-    rt = None if rt0 is None or rt1 is None else max(0, rt1["peak_bytes"] - rt0["bytes_in_use"])
-    return peak - start, rt
-
-
-def set_trainable(model, flag):
-    for _, p in model.named_parameters():
-        p.requires_grad = flag
-        p.grad = None
-
-
-def grads(model, x, segments):
-    set_trainable(model, True)
-    x.grad = None
-    run(model, x, segments)
-    return [x.grad.copy()] + [p.grad.copy() for _, p in model.named_parameters()]
-
-
-def measure(L, T, D, repeats):
-    model = build(L, D)
-    x = Tensor(np.random.default_rng(1).standard_normal((1, T, D)).astype(np.float32), requires_grad=True)
-    seg = max(1, round(math.sqrt(L)))
-    row = {"L": L, "segments": seg}
-    for label, segments in (("plain", None), ("ckpt", seg)):
-        set_trainable(model, False)
-        row[f"act_{label}"], row[f"rt_{label}"] = peak_memory(model, x, segments)
-        set_trainable(model, True)
-        row[f"train_{label}"], _ = peak_memory(model, x, segments)
-    set_trainable(model, False)
-    row["act_ckpt_pt"], _ = peak_memory(model, x, seg, checkpoint_last=False)
-    set_trainable(model, True)
-    times = C.time_steps({"plain": lambda: run(model, x, None), "ckpt": lambda: run(model, x, seg)},
-                         steps=1, rounds=repeats, warmup=0)  # alternating, so load drift hits both
-    row["t_plain"], row["t_ckpt"] = (float(np.median(times[k])) / 1e3 for k in ("plain", "ckpt"))
-    g_plain, g_ckpt = grads(model, x, None), grads(model, x, seg)
-    row["grad_diff"] = max(float(np.max(np.abs(a - b))) for a, b in zip(g_plain, g_ckpt))
-    row["grad_scale"] = max(float(np.max(np.abs(a))) for a in g_plain)
-    return row
-
-
-def per_block_fit(points=((64, 64), (128, 64), (64, 128), (128, 128))):
-    """Fit stored bytes per block = a*T*D + b*H*T^2 from 1- and 3-block stacks (frozen weights)."""
-    rows, ys = [], []
-    for T, D in points:
-        peaks = []
-        for L in (1, 3):
-            model = build(L, D)
-            set_trainable(model, False)
-            x = Tensor(np.random.default_rng(2).standard_normal((1, T, D)).astype(np.float32), requires_grad=True)
-            peaks.append(peak_memory(model, x, None)[0])
-        rows.append([T * D, HEADS * T * T])
-        ys.append((peaks[1] - peaks[0]) / 2)
-    coef, *_ = np.linalg.lstsq(np.array(rows, float), np.array(ys, float), rcond=None)
-    return coef  # bytes per (T*D) and per (H*T^2)
-
-
-def model_numbers(coef, L, T, D, H):
-    """(standard bytes, checkpointed bytes, compute overhead) predicted by the fitted model."""
-    a, b = coef
-    block = a * T * D + b * H * T * T
-    s = max(1, round(math.sqrt(L)))
-    per_seg = math.ceil(L / s)
-    standard = L * block
-    # boundaries + the activations of the one segment being recomputed (every segment is
-    # checkpointed, the last one included: checkpoint_sequential's default here)
-    ckpt = s * T * D * 4 + per_seg * block
-    overhead = 1.0 / 3.0  # every block runs forward once more; backward costs about two forwards
-    return standard, ckpt, overhead
+# The measurement lives in the package (the scorecard's "checkpoint" section runs it too).
+HEADS = checkpoint_measure.HEADS
+build = checkpoint_measure.build
+run = checkpoint_measure.run_stack
+peak_memory = checkpoint_measure.peak_memory
+measure = checkpoint_measure.measure
+per_block_fit = checkpoint_measure.per_block_fit
+model_numbers = checkpoint_measure.model_numbers
 
 
 def model_table(coef, T=2048, D=4096, H=32, layers=(16, 32, 64)):

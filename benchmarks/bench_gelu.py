@@ -21,9 +21,7 @@ faster than unfused NumPy at 4096 x 768 on one thread; within 1.5x of the copy t
 """
 from __future__ import annotations
 
-import math
 import os
-import time
 
 import numpy as np
 
@@ -32,31 +30,10 @@ import _common as C
 from tinytorch import native  # noqa: E402  (path set up by _common)
 from tinytorch._native import check, f32_ptr  # noqa: E402
 from tinytorch.extensions.simd_ops import simd_fused_bias_gelu  # noqa: E402
+from tinytorch.scorecard.gelu import (  # noqa: E402  (one copy of each contender)
+    numpy_unfused, numpy_unfused_backward, python_loop_ns_per_element)
 
 torch = C.optional_torch()
-
-S = math.sqrt(2.0 / math.pi)
-
-
-def numpy_unfused(x, b):
-    u = x + b
-    return 0.5 * u * (1.0 + np.tanh(S * (u + 0.044715 * u * u * u)))
-
-
-def numpy_unfused_backward(x, b, g):
-    u = x + b
-    t = np.tanh(S * (u + 0.044715 * u * u * u))
-    gx = g * (0.5 * (1 + t) + 0.5 * u * (1 - t * t) * S * (1 + 3 * 0.044715 * u * u))
-    return gx, gx.sum(axis=0)
-
-
-def python_loop_ns_per_element(n: int = 20000) -> float:
-    xs = np.random.default_rng(0).standard_normal(n).tolist()
-    t0 = time.perf_counter()
-    out = [0.5 * u * (1.0 + math.tanh(S * (u + 0.044715 * u * u * u))) for u in xs]
-    assert len(out) == n
-    return (time.perf_counter() - t0) / n * 1e9
-
 
 def run_shapes(lib, shapes, threads, rounds, with_scalar) -> dict:
     results = {}

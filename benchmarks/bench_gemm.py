@@ -33,25 +33,15 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import numpy as np
 
 import _common as C
 
-from tinytorch import native  # noqa: E402  (path set up by _common)
-from tinytorch._native import check, f32_ptr  # noqa: E402
-from tinytorch.extensions.simd_ops import simd_matmul  # noqa: E402
+from tinytorch.extensions.simd_ops import simd_matmul  # noqa: E402  (path set up by _common)
+from tinytorch.scorecard.gemm import ladder, sgemm_into  # noqa: E402  (one copy of the ladder)
 
 torch = C.optional_torch()
-
-
-def sgemm_into(lib, a, b, c, kernel="tt_sgemm"):
-    """A call of the kernel itself, C = A @ B into the preallocated c (pointers made once)."""
-    n, k = a.shape
-    m = b.shape[1]
-    fn, pa, pb, pc = getattr(lib, kernel), f32_ptr(a), f32_ptr(b), f32_ptr(c)
-    return lambda: check(fn(0, 0, n, m, k, 1.0, pa, k, pb, m, 0.0, pc, m), kernel)
 
 
 def run_sizes(lib, sizes, threads, rounds) -> dict:
@@ -80,48 +70,10 @@ def run_sizes(lib, sizes, threads, rounds) -> dict:
     return results
 
 
-def python_loop_gflops(n: int) -> float:
-    rng = np.random.default_rng(1)
-    a = rng.standard_normal((n, n)).tolist()
-    b = rng.standard_normal((n, n)).tolist()
-    t0 = time.perf_counter()
-    c = [[0.0] * n for _ in range(n)]
-    for i in range(n):
-        ai, ci = a[i], c[i]
-        for k in range(n):
-            aik, bk = ai[k], b[k]
-            for j in range(n):
-                ci[j] += aik * bk[j]
-    return 2.0 * n ** 3 / (time.perf_counter() - t0) / 1e9
-
-
 def scorecard(lib, quick: bool) -> list[tuple]:
-    """(name, N, GFLOP/s) for the classic ladder, all on one thread."""
-    rows = []
-    n_py = 48 if quick else 96
-    rows.append(("pure-Python loop (ikj, lists)", n_py, python_loop_gflops(n_py)))
-    rng = np.random.default_rng(2)
-    n_ref = 256 if quick else 512
-    a = rng.standard_normal((n_ref, n_ref), dtype=np.float32)
-    c = np.empty_like(a)
-    t = C.measure_rounds({"ref": sgemm_into(lib, a, a, c, "tt_sgemm_reference")}, 2)["ref"]
-    rows.append(("scalar C triple loop (tt_sgemm_reference)", n_ref, 2.0 * n_ref ** 3 / t / 1e9))
-    n = 512 if quick else 1024
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    c = np.empty_like(a)
-    active = native.isa()
-    with C.Threads(1):
-        try:
-            native.set_isa("scalar")
-            t = C.measure_rounds({"s": sgemm_into(lib, a, a, c)}, 2)["s"]
-            rows.append(("blocked + packed, scalar micro-kernel (ISA scalar)", n, 2.0 * n ** 3 / t / 1e9))
-        finally:
-            native.set_isa(active)
-        secs = C.measure_rounds({"simd": sgemm_into(lib, a, a, c),
-                                 "blas": lambda: np.matmul(a, a, out=c)}, 3)
-    rows.append((f"blocked + packed, SIMD micro-kernel (ISA {active})", n, 2.0 * n ** 3 / secs["simd"] / 1e9))
-    rows.append(("OpenBLAS via NumPy", n, 2.0 * n ** 3 / secs["blas"] / 1e9))
-    return rows
+    """(name, N, GFLOP/s) for the classic ladder, all on one thread (tinytorch.scorecard.gemm)."""
+    n_py, n_ref, n = (48, 256, 512) if quick else (96, 512, 1024)
+    return [row[:3] for row in ladder(lib, n_py, n_ref, n)]
 
 
 def plot(all_runs, sizes, threads, ceilings, path_png, score, path_score):

@@ -33,14 +33,13 @@ import _common as C
 
 from tinytorch.core import random as tt_random  # noqa: E402  (path set up by _common)
 from tinytorch.core.autograd import no_grad  # noqa: E402
-from tinytorch.core.layers import Linear  # noqa: E402
 from tinytorch.core.losses import cross_entropy  # noqa: E402
 from tinytorch.core.optimizers import AdamW  # noqa: E402
-from tinytorch.core.tensor import Tensor  # noqa: E402
 from tinytorch.core.tokenization import CharTokenizer  # noqa: E402
 from tinytorch.core.transformers import GPT  # noqa: E402
-from tinytorch.extensions import LoRALinear, inject_lora  # noqa: E402
+from tinytorch.extensions import inject_lora  # noqa: E402
 from tinytorch.perf.benchmarking import precise_timer  # noqa: E402
+from tinytorch.scorecard.lora import measure_projection  # noqa: E402
 
 
 def mb(nbytes: float) -> str:
@@ -50,31 +49,7 @@ def mb(nbytes: float) -> str:
 # ----------------------------------------------------------------------------- part 1
 
 def projection_scorecard(d=4096, k=16384, ranks=(16, 8, 4), batch=8):
-    tt_random.manual_seed(0)
-    base = Linear(d, k, bias=False)
-    x = Tensor(np.random.default_rng(0).standard_normal((batch, d)).astype(np.float32))
-    rows = []
-    for rank in (None,) + tuple(ranks):
-        if rank is None:
-            base.weight.requires_grad = True
-            layer = base
-        else:
-            layer = LoRALinear.from_linear(base, rank=rank, alpha=2 * rank)  # freezes base.weight
-        params = [p for _, p in layer.named_parameters() if p.requires_grad]
-        opt = AdamW(params, lr=1e-4)
-        with precise_timer() as t:
-            opt.zero_grad()
-            out = layer(x)
-            (out * out).mean().backward()
-            opt.step()
-        trainable = sum(p.data.size for p in params)
-        rows.append({"config": "Full fine-tuning" if rank is None else f"LoRA (r = {rank})",
-                     "trainable": trainable, "weights": sum(p.data.nbytes for p in params),
-                     "grads": sum(p.grad.nbytes for p in params if p.grad is not None),
-                     "adam": C.optimizer_state_bytes(opt), "ms": t.elapsed * 1e3,
-                     "frozen_grad": base.weight.grad is not None and rank is not None})
-        del opt, out
-        base.weight.grad = None
+    rows = measure_projection(d, k, ranks, batch)  # the scorecard's measurement (tinytorch.scorecard.lora)
     full = rows[0]["adam"]
     lines = ["| Configuration | Trainable params | Trainable weight memory | Gradient memory | "
              "Adam state (measured) | Adam state reduction | Step time (batch 8) |",

@@ -41,27 +41,14 @@ from tinytorch.core.losses import cross_entropy  # noqa: E402
 from tinytorch.core.optimizers import SGD, AdamW  # noqa: E402
 from tinytorch.core.tensor import Tensor  # noqa: E402
 from tinytorch.data import digits_split  # noqa: E402
-from tinytorch.extensions import DynamicLossScaler, LossScaler, MixedPrecisionOptimizer, to_half  # noqa: E402
+from tinytorch.extensions import DynamicLossScaler, MixedPrecisionOptimizer, to_half  # noqa: E402
 from tinytorch.perf.benchmarking import precise_timer  # noqa: E402
+from tinytorch.scorecard.loss_scaling import half_weight_grad, underflow_status  # noqa: E402
 
 warnings.filterwarnings("ignore", category=RuntimeWarning)  # overflow is induced on purpose
 
 
 # ----------------------------------------------------------------------------- 1. underflow table
-
-def half_weight_grad(true_grad, scale=None):
-    lin = to_half(Linear(4, 3, bias=False))
-    opt = MixedPrecisionOptimizer(lin.parameters(), SGD, lr=0.0)
-    loss = lin(Tensor(np.ones((1, 4), np.float16))).astype(np.float32).sum() * true_grad
-    if scale is None:
-        loss.backward()
-        opt.sync_grads()
-    else:
-        scaler = LossScaler(scale)
-        scaler.scale(loss).backward()
-        scaler.unscale_(opt)
-    return float(lin.weight.grad[0, 0]), float(opt.params[0].grad[0, 0]), acceleration.last_path()
-
 
 def underflow_table(scale=65536.0):
     lines = ["| True gradient | Raw float16 backprop | Status | Scaled float16 (S = 65536) | "
@@ -70,12 +57,7 @@ def underflow_table(scale=65536.0):
     for g in (1e-3, 1e-7, 2e-9):
         raw, _, _ = half_weight_grad(g)
         scaled16, unscaled, path = half_weight_grad(g, scale)
-        if raw == 0:
-            status = "underflow to zero"
-        elif abs(raw) < 2.0 ** -14:
-            status = f"subnormal ({raw / 2.0 ** -24:.0f} x 2^-24)"
-        else:
-            status = "preserved"
+        status = underflow_status(raw)
         lines.append(f"| {g:.1e} | {raw:.4e} | {status} | {scaled16:.6g} | {unscaled:.4e} | "
                      f"{100 * abs(raw - g) / g:.2f} % | {100 * abs(unscaled - g) / g:.3f} % |")
     return "\n".join(lines), path

@@ -2,6 +2,8 @@
 
     tinytorch info     the runtime: version, library, ISAs, threads, back ends and why any is missing
     tinytorch demo     a short training run of a small model on the bundled digits data
+    tinytorch scorecard [--quick] [--only SECTION] [--out DIR]
+                       the extension guide's scorecard tables re-measured on this machine
 """
 from __future__ import annotations
 
@@ -50,6 +52,20 @@ def cmd_demo(args) -> int:
     return run_demo(epochs=args.epochs, quiet=args.quiet)
 
 
+def cmd_scorecard(args) -> int:
+    from .scorecard import run_scorecard, section_names
+    only = [n for group in (args.only or []) for n in group.replace(",", " ").split()]
+    unknown = [n for n in only if n not in section_names()]
+    if unknown:
+        print(f"tinytorch scorecard: unknown section(s) {unknown}; choose from {', '.join(section_names())}",
+              file=sys.stderr)
+        return 2
+    command = " ".join(["tinytorch scorecard"] + (["--quick"] if args.quick else [])
+                       + [f"--only {n}" for n in only] + ([f"--out {args.out}"] if args.out != "scorecard" else []))
+    results = run_scorecard(quick=args.quick, only=only or None, out=args.out, command=command)
+    return 1 if any(r.status == "failed" for r in results) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tinytorch", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -58,6 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--epochs", type=int, default=3)
     demo.add_argument("--quiet", action="store_true")
     demo.set_defaults(fn=cmd_demo)
+    card = sub.add_parser("scorecard", help="re-measure the extension guide's scorecard tables on this machine")
+    card.add_argument("--quick", action="store_true", help="small sizes: about 3 minutes on 2 cores")
+    card.add_argument("--only", action="append", metavar="SECTION",
+                      help="run only these sections (repeat or comma-separate): lora, checkpoint, loss_scaling, "
+                           "fusion, gemm, gelu, attention, offload, scalesim")
+    card.add_argument("--out", default="scorecard", help="folder for scorecard.md and the plots (default ./scorecard)")
+    card.set_defaults(fn=cmd_scorecard)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)
