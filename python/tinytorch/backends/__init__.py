@@ -19,7 +19,7 @@ cached until refresh() (native.set_isa calls it); the switch clears the route ca
 
 Built in: cpu:scalar, cpu:avx2, cpu:avx512, cpu:neon (cpu.py: the runtime's kernels; the
 entry of the active ISA is the usable one), numpy (numpy_fallback.py), and the device
-probes triton, cuda, mps (devices.py) that implement no op yet.
+probes triton, cuda, mps (devices.py), which serve only their extensions' own ops.
 """
 from __future__ import annotations
 
