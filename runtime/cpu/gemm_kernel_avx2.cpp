@@ -153,12 +153,14 @@ inline void transpose8x8(__m256 r[8]) {
     r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
-/* GemmPackRowsFn for width W (a multiple of 8, or 6): 8 k at a time, each group of 8
- * source rows is loaded as 8 vectors, transposed in registers and stored as 8 k-rows of
- * the panel. Rows past `rows` read as zero. */
+/* GemmPackRowsFn for width W (a multiple of 8, plus 4 or 6: 6, 12, 16, 32): 8 k at a time,
+ * each group of 8 source rows is loaded as 8 vectors, transposed in registers and stored
+ * as 8 k-rows of the panel (the last group of a width 6 or 12 panel stores 6 or 4 floats
+ * per k-row). Rows past `rows` read as zero. */
 template <int W>
 void pack_rows_avx2(const float *src, int64_t ld, int rows, int64_t klen, float *dst) {
     int64_t k = 0;
+    static_assert(W % 8 == 0 || W % 8 == 4 || W == 6, "pack_rows_avx2: unsupported width");
     for (; k + 8 <= klen; k += 8) {
         for (int g = 0; g < W; g += 8) {
             __m256 r[8];
@@ -167,6 +169,8 @@ void pack_rows_avx2(const float *src, int64_t ld, int rows, int64_t klen, float 
             transpose8x8(r);
             if (W - g >= 8) {
                 for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * W + g, r[j]);
+            } else if (W - g == 4) { /* W == 12: four floats per k-row */
+                for (int j = 0; j < 8; ++j) _mm_storeu_ps(dst + (k + j) * W + g, _mm256_castps256_ps128(r[j]));
             } else { /* W == 6: six floats per k-row */
                 for (int j = 0; j < 8; ++j) {
                     float *d = dst + (k + j) * W + g;
@@ -246,6 +250,14 @@ void gemm_narrow_avx2(int64_t M, int64_t N, int64_t K, const float *a, int64_t l
         for (int64_t j = 0; j < N; j += 4)
             narrow_block<1>(K, a + i * lda, lda, bt + j * ldbt, ldbt,
                             (int)std::min<int64_t>(4, N - j), c + i * ldc + j, ldc, alpha, beta);
+}
+
+/* The AVX-512 entry's packers (12-row A panels, 32-column B panels): the same transposes. */
+void gemm_pack_rows12_avx2(const float *src, int64_t ld, int rows, int64_t klen, float *dst) {
+    pack_rows_avx2<12>(src, ld, rows, klen, dst);
+}
+void gemm_pack_rows32_avx2(const float *src, int64_t ld, int rows, int64_t klen, float *dst) {
+    pack_rows_avx2<32>(src, ld, rows, klen, dst);
 }
 
 const GemmMicroKernel kGemmKernelAvx2 = {"sgemm:avx2", "sgemm_strided_batched:avx2", MR, NR,

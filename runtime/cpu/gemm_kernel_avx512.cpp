@@ -125,7 +125,9 @@ void gemm_ukernel_avx512_12x32(int64_t kc, const float *a, const float *b, float
 namespace tt {
 const GemmMicroKernel kGemmKernelAvx512 = {"sgemm:avx512", "sgemm_strided_batched:avx512",
                                            MR, NR, gemm_ukernel_avx512_12x32,
-                                           nullptr, nullptr,
+                                           /* packing row-contiguous operands is a transpose:
+                                            * the AVX2 in-register 8 x 8 transposes */
+                                           gemm_pack_rows12_avx2, gemm_pack_rows32_avx2,
                                            /* narrow results: the AVX2 dot-product kernel beats a
                                             * 12 x 32 tile that would be mostly padding */
                                            gemm_narrow_avx2, kGemmNarrowMaxN, "sgemm:avx512:narrow"};

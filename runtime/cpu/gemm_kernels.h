@@ -73,6 +73,9 @@ constexpr int kGemmNarrowMaxN = 12;
 void gemm_narrow_avx2(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
                       const float *bt, int64_t ldbt, float *c, int64_t ldc, float alpha,
                       float beta);
+/* The AVX2 transposing packers at the AVX-512 tile's widths (12-row A, 32-column B). */
+void gemm_pack_rows12_avx2(const float *src, int64_t ld, int rows, int64_t klen, float *dst);
+void gemm_pack_rows32_avx2(const float *src, int64_t ld, int rows, int64_t klen, float *dst);
 #endif
 #if defined(TT_HAVE_AVX512_KERNELS)
 extern const GemmMicroKernel kGemmKernelAvx512;
