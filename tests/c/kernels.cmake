@@ -11,3 +11,7 @@ set_tests_properties(test_gemm test_gelu test_attention test_rownorm PROPERTIES 
 # regression into a failure instead of a stalled suite.
 tt_add_c_test(test_reliability ${CMAKE_CURRENT_LIST_DIR}/test_reliability.c)
 set_tests_properties(test_reliability PROPERTIES TIMEOUT 60)
+# The training-step kernels and the convolution helpers (Adam, embedding, ReLU, im2col,
+# col2im, max pooling) against naive loops, every ISA, 1 and 2 threads.
+tt_add_c_test(test_train_ops ${CMAKE_CURRENT_LIST_DIR}/test_train_ops.c)
+set_tests_properties(test_train_ops PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=passive" TIMEOUT 300)
