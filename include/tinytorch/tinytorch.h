@@ -556,6 +556,86 @@ TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int64_t *argma
                                        int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow,
                                        float *grad_x);
 
+/* ------------------------------------------------------------------------ */
+/* Fusion: elementwise programs run as one pass over memory                 */
+/* ------------------------------------------------------------------------ */
+
+/* A fusion program is a small DAG of elementwise ops with NumPy broadcasting plus
+ * reductions over the last axis, over one domain of rank 1..TT_MAX_DIMS. It is
+ * serialized as int64 words plus one double immediate per node; the format (op codes,
+ * operand rules, ACCUMULATE outputs) is specified in runtime/fusion/README.md:
+ *
+ *   magic 0x54544655, version 1, R, shape[R], N_IN, dtype[N_IN], N,
+ *   N x {op, dtype, a, b, c}, N_OUT, N_OUT x {node, flags}
+ *
+ * Operands are earlier node indices (the list is topological) or -1 where unused.
+ * The program runs in one pass over memory: every intermediate stays in a per-thread
+ * scratch tile of at most 1024 columns, never in DRAM.
+ *
+ * Example: y = (x + bias) * scale over a 4 x 8 float32 domain, bias a row vector.
+ *
+ *     int64_t w[] = {0x54544655, 1, 2, 4, 8,  3, TT_F32, TT_F32, TT_F32,
+ *                    5, 0,0,0,-1,-1,  0,0,1,-1,-1,  0,0,2,-1,-1,
+ *                       20,0,0,1,-1,  22,0,3,2,-1,   1, 4, 0};
+ *     double imm[5] = {0};
+ *     tt_fusion_t *prog;
+ *     tt_fusion_create(w, sizeof w / sizeof w[0], imm, 5, &prog);
+ *     const void *in[3] = {x, bias, scale};
+ *     int64_t in_strides[6] = {8, 1,  0, 1,  8, 1};    // bias: stride 0 on axis 0
+ *     void *out[1] = {y};  int64_t out_strides[2] = {8, 1};
+ *     tt_fusion_run(prog, in, in_strides, out, out_strides);
+ *     tt_fusion_free(prog);
+ */
+typedef struct tt_fusion tt_fusion_t;
+
+/* Validate and build a program. Every malformed program is refused with
+ * TT_ERR_INVALID_ARGUMENT and a message naming the word, node or output and the rule
+ * (bad magic or version, rank outside 1..8, negative shape, unknown op or dtype, an
+ * operand that is not an earlier node (a cycle), an unused operand that is not -1,
+ * a dtype mismatch, a reduction of a row value, an accumulated row value, unknown
+ * output flags, no nodes or no outputs, n_words or n_imm not the exact length);
+ * a domain whose bytes overflow int64 gives TT_ERR_OVERFLOW; words or imm NULL with a
+ * non-zero length, or out NULL, gives TT_ERR_NULL_POINTER. It never reads outside
+ * words[0 .. n_words) and imm[0 .. n_imm). */
+TT_API tt_status tt_fusion_create(const int64_t *words, int64_t n_words, const double *imm,
+                                  int64_t n_imm, tt_fusion_t **out);
+
+/* Free a program (NULL is a no-op; a freed handle gives TT_ERR_INVALID_HANDLE). */
+TT_API tt_status tt_fusion_free(tt_fusion_t *program);
+
+/* The program's input count, output count and domain rank (each out pointer may be NULL). */
+TT_API tt_status tt_fusion_info(const tt_fusion_t *program, int64_t *n_inputs,
+                                int64_t *n_outputs, int64_t *rank);
+
+/* Run the program with the tile interpreter. inputs[i] and outputs[j] are data pointers
+ * (of the input's / output node's dtype); strides are in ELEMENTS, R per operand, row-major
+ * by operand (input_strides[i*R + d]); any value (0 broadcasts, negative walks backwards).
+ * A row output (a reduction or a value computed from reductions) is written once per row,
+ * its last-axis stride ignored. An output may be the very buffer of an input (same
+ * strides); it must not partly overlap any operand. Refused: a NULL buffer the run would
+ * touch (TT_ERR_NULL_POINTER), strides whose span overflows int64 bytes (TT_ERR_OVERFLOW), a
+ * zero stride on an axis of size > 1 of an output without ACCUMULATE (TT_ERR_INVALID_ARGUMENT:
+ * a write race). ACCUMULATE outputs receive the sum over every domain point mapping to each
+ * element (zeroed first; per-thread partial sums in double, added in thread order).
+ * Threads: the runtime's count (tt_set_num_threads), one below 65536 domain points.
+ * The same program may run on several threads at once. Path "fusion:interp:<isa>". */
+TT_API tt_status tt_fusion_run(const tt_fusion_t *program, const void *const *inputs,
+                               const int64_t *input_strides, void *const *outputs,
+                               const int64_t *output_strides);
+
+/* The program as one self-contained C11 file defining
+ *     int tt_fused_kernel(const void *const *inputs, const int64_t *input_strides,
+ *                         void *const *outputs, const int64_t *output_strides);
+ * with tt_fusion_run's arguments (the domain shape is baked in; it returns 0). It compiles
+ * with cc -std=c11 -O3 -Wall -Werror -fPIC -shared, with or without -fopenmp, and is emitted
+ * only from the validated node list. *needed receives the size in bytes including the NUL
+ * (needed may be NULL); buf may be NULL when cap == 0; a cap smaller than needed gives
+ * TT_ERR_INVALID_ARGUMENT (and still sets *needed). The kernel does not repeat
+ * tt_fusion_run's checks of the buffers and strides. A program with an ACCUMULATE output
+ * runs its rows on one thread and its kernel returns -1 if its sums cannot be allocated. */
+TT_API tt_status tt_fusion_source(const tt_fusion_t *program, char *buf, int64_t cap,
+                                  int64_t *needed);
+
 /* Name of the code path the calling thread's most recent kernel call took, e.g.
  * "sgemm:avx2", "sgemm:reference", "bias_gelu_forward:avx512". Tests use it to
  * prove the fast path ran. "" before any kernel call. */

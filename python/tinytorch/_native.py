@@ -147,6 +147,18 @@ OPTIONAL_PROTOTYPES.update({
     "tt_maxpool2d_backward": (_status, [_ptr, _ptr] + [c_int64] * 6 + [_ptr]),
 })
 
+# The fusion executor (runtime/fusion/README.md): optional, so a library built before it
+# still loads; extensions/compile.py then runs fusion programs on NumPy and says why.
+FUSION_SYMBOLS = ("tt_fusion_create", "tt_fusion_free", "tt_fusion_info", "tt_fusion_run",
+                  "tt_fusion_source")
+OPTIONAL_PROTOTYPES.update({
+    "tt_fusion_create": (_status, [_ptr, c_int64, _ptr, c_int64, _ptr]),
+    "tt_fusion_free": (_status, [c_void_p]),
+    "tt_fusion_info": (_status, [c_void_p, _ptr, _ptr, _ptr]),
+    "tt_fusion_run": (_status, [c_void_p, _ptr, _ptr, _ptr, _ptr]),
+    "tt_fusion_source": (_status, [c_void_p, c_char_p, c_int64, _ptr]),
+})
+
 # Apple MPS GEMM (metal/mps_gemm.mm; a stub that refuses with the reason elsewhere):
 # optional, so a library built before it still loads; extensions/mps_ops.py falls back.
 OPTIONAL_PROTOTYPES.update({
@@ -379,3 +391,21 @@ def f32_ptr(array: np.ndarray | None):
     if array.dtype != np.float32:
         raise TypeError(f"expected a float32 array, got {array.dtype}")
     return array.ctypes.data
+
+
+def has_fusion() -> bool:
+    """True when the loaded library exports every tt_fusion_* function."""
+    return lib is not None and all(getattr(lib, n, None) is not None for n in FUSION_SYMBOLS)
+
+
+def fused_kernel(path: str):
+    """Load a compiled fusion kernel (the C file of tt_fusion_source, built as a shared
+    object at ``path``) and return its ``tt_fused_kernel`` with its prototype declared:
+    int (const void *const *inputs, const int64_t *input_strides, void *const *outputs,
+    const int64_t *output_strides). OSError / AttributeError when it does not load."""
+    handle = ctypes.CDLL(path)
+    fn = handle.tt_fused_kernel
+    fn.restype = c_int
+    fn.argtypes = [c_void_p, c_void_p, c_void_p, c_void_p]
+    fn._tt_handle = handle  # keep the library mapped while the function lives
+    return fn

@@ -11,6 +11,11 @@ set_tests_properties(test_gemm test_gelu test_attention test_rownorm PROPERTIES 
 # regression into a failure instead of a stalled suite.
 tt_add_c_test(test_reliability ${CMAKE_CURRENT_LIST_DIR}/test_reliability.c)
 set_tests_properties(test_reliability PROPERTIES TIMEOUT 60)
+# Fusion programs (tt_fusion_*): every op, broadcasting, reductions, ACCUMULATE, invalid IR,
+# and the generated C compiled with cc when one is on PATH (dlopen: CMAKE_DL_LIBS).
+tt_add_c_test(test_fusion ${CMAKE_CURRENT_LIST_DIR}/test_fusion.c)
+target_link_libraries(test_fusion PRIVATE ${CMAKE_DL_LIBS})
+set_tests_properties(test_fusion PROPERTIES ENVIRONMENT "OMP_WAIT_POLICY=passive" TIMEOUT 600)
 # The training-step kernels and the convolution helpers (Adam, embedding, ReLU, im2col,
 # col2im, max pooling) against naive loops, every ISA, 1 and 2 threads.
 tt_add_c_test(test_train_ops ${CMAKE_CURRENT_LIST_DIR}/test_train_ops.c)

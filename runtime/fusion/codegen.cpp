@@ -1,0 +1,393 @@
+/*
+ * codegen.cpp -- tt_fusion_source's engine: one readable, self-contained C11 file per
+ * program (the contract is in runtime/fusion/README.md, "The generated C").
+ *
+ * The file is emitted only from the validated, planned node list: op names, node numbers,
+ * integer sizes and hex-float constants are the only things printed, so no string from a
+ * caller ever reaches the compiler. Its shape follows the interpreter's plan (plan.cpp):
+ *
+ *   constants            function scope (`const float v1 = ...`)
+ *   for each row         `#pragma omp parallel for` (ignored without -fopenmp)
+ *     row offsets        from the row's multi-index and the caller's strides
+ *     reduction pass p   one loop over the row accumulating in double, then the row values
+ *                        of stage p
+ *     output pass        one loop computing and storing the full outputs
+ *     row outputs        one store per row
+ *
+ * Every loop is emitted twice: with unit last-axis strides (a plain `[j]` loop the compiler
+ * vectorises) and with general strides, chosen per row. The element formulas are those of
+ * fusion_scalar.h, spelled as C (a few static inline helpers, emitted only when used).
+ *
+ * ACCUMULATE outputs: the kernel finds the output's distinct elements at run time (the axes
+ * with a non-zero stride and a size != 1), sums into a calloc'd double buffer over them
+ * and stores the sums at the end. Such a program runs its rows on one thread (no OpenMP
+ * pragma: the sums would race), and the kernel returns -1 if the buffer cannot be
+ * allocated.
+ */
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include "core/error.h"
+#include "cpu/bias_gelu_kernels.h"
+#include "fusion/fusion_ir.h"
+
+namespace tt {
+namespace fusion {
+
+namespace {
+
+struct Out {
+    std::vector<char> *buf;
+    void operator()(const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 2, 3)))
+#endif
+    {
+        char small[512];
+        va_list args;
+        va_start(args, fmt);
+        const int n = std::vsnprintf(small, sizeof small, fmt, args);
+        va_end(args);
+        if (n < 0) return;
+        if ((size_t)n < sizeof small) {
+            buf->insert(buf->end(), small, small + n);
+            return;
+        }
+        std::vector<char> big((size_t)n + 1);
+        va_start(args, fmt);
+        std::vsnprintf(big.data(), big.size(), fmt, args);
+        va_end(args);
+        buf->insert(buf->end(), big.data(), big.data() + n);
+    }
+};
+
+const char *ctype(int dtype) { return dtype == TT_F32 ? "float" : "double"; }
+const char *fsuffix(int dtype) { return dtype == TT_F32 ? "f" : ""; }
+const char *hsuffix(int dtype) { return dtype == TT_F32 ? "f" : "d"; }
+const char *dtype_label(int dtype) { return dtype == TT_F32 ? "float32" : "float64"; }
+
+/* A C constant of the given type with the exact value (double)(T)x. */
+std::string literal(double x, int dtype) {
+    if (dtype == TT_F32) x = (double)(float)x;
+    const char *t = ctype(dtype);
+    char s[64];
+    if (std::isnan(x)) std::snprintf(s, sizeof s, "((%s)NAN)", t);
+    else if (std::isinf(x)) std::snprintf(s, sizeof s, "((%s)%sINFINITY)", t, x < 0 ? "-" : "");
+    else std::snprintf(s, sizeof s, "((%s)%a)", t, x);
+    return s;
+}
+
+struct Emitter {
+    const Program &p;
+    Out out;
+    bool used_max[2] = {}, used_min[2] = {}, used_sigmoid[2] = {}, used_gelu[2] = {};
+
+    std::string v(int i) const { return "v" + std::to_string(i); }
+
+    /* The C expression of node nd (its operands are named v<i>). */
+    std::string expr(const Node &nd) {
+        const int dt = nd.dtype, k = dt == TT_F64;
+        const std::string a = nd.a >= 0 ? v(nd.a) : "", b = nd.b >= 0 ? v(nd.b) : "",
+                          c = nd.c >= 0 ? v(nd.c) : "";
+        const std::string T = ctype(dt), f = fsuffix(dt), h = hsuffix(dt);
+        const std::string one = "(" + T + ")1", zero = "(" + T + ")0";
+        switch (nd.op) {
+            case OP_CONST: return literal(nd.imm, dt);
+            case OP_CAST: return "(" + T + ")" + a;
+            case OP_NEG: return "-" + a;
+            case OP_ABS: return "fabs" + f + "(" + a + ")";
+            case OP_EXP: return "exp" + f + "(" + a + ")";
+            case OP_LOG: return "log" + f + "(" + a + ")";
+            case OP_SQRT: return "sqrt" + f + "(" + a + ")";
+            case OP_RSQRT: return one + " / sqrt" + f + "(" + a + ")";
+            case OP_TANH: return "tanh" + f + "(" + a + ")";
+            case OP_SIGMOID: used_sigmoid[k] = true; return "tt_sigmoid" + h + "(" + a + ")";
+            case OP_RELU: return "(" + a + " < " + zero + " ? " + zero + " : " + a + ")";
+            case OP_GELU: used_gelu[k] = used_sigmoid[k] = true; return "tt_gelu" + h + "(" + a + ")";
+            case OP_ERF: return "erf" + f + "(" + a + ")";
+            case OP_POWI:
+                if (nd.imm == 2.0) return a + " * " + a;
+                return "pow" + f + "(" + a + ", " + literal(nd.imm, dt) + ")";
+            case OP_RECIP: return one + " / " + a;
+            case OP_ADD: return a + " + " + b;
+            case OP_SUB: return a + " - " + b;
+            case OP_MUL: return a + " * " + b;
+            case OP_DIV: return a + " / " + b;
+            case OP_MAX: used_max[k] = true; return "tt_max" + h + "(" + a + ", " + b + ")";
+            case OP_MIN: used_min[k] = true; return "tt_min" + h + "(" + a + ", " + b + ")";
+            case OP_POW: return "pow" + f + "(" + a + ", " + b + ")";
+            case OP_LT: return "(" + a + " < " + b + " ? " + one + " : " + zero + ")";
+            case OP_LE: return "(" + a + " <= " + b + " ? " + one + " : " + zero + ")";
+            case OP_GT: return "(" + a + " > " + b + " ? " + one + " : " + zero + ")";
+            case OP_GE: return "(" + a + " >= " + b + " ? " + one + " : " + zero + ")";
+            case OP_EQ: return "(" + a + " == " + b + " ? " + one + " : " + zero + ")";
+            case OP_NE: return "(" + a + " != " + b + " ? " + one + " : " + zero + ")";
+            case OP_WHERE: return "(" + a + " != 0 ? " + b + " : " + c + ")";
+            default: return "0";
+        }
+    }
+
+    std::string describe(int i) const {
+        const Node &nd = p.nodes[(size_t)i];
+        std::string s = v(i) + " = " + op_name(nd.op);
+        char t[96];
+        if (nd.op == OP_INPUT) {
+            std::snprintf(t, sizeof t, " %d", nd.a);
+            s += t;
+        } else if (nd.op == OP_CONST || nd.op == OP_POWI) {
+            std::snprintf(t, sizeof t, " %.9g", nd.imm);
+            if (nd.op == OP_POWI) s += "(" + v(nd.a) + "," + t + ")";
+            else s += t;
+        } else {
+            const int ops[3] = {nd.a, nd.b, nd.c};
+            s += "(";
+            for (int k = 0; k < op_arity(nd.op); ++k) s += (k ? ", " : "") + v(ops[k]);
+            s += ")";
+        }
+        s += std::string(" : ") + dtype_label(nd.dtype) + (nd.kind == FULL ? ", full" : ", row");
+        return s;
+    }
+
+    /* The loop over one row's columns for a pass, in its unit-stride and general forms. */
+    void emit_pass_loop(const Pass &pass, bool output_pass) {
+        std::vector<std::string> strides;  // the stride variables this loop reads
+        for (const Step &st : pass.steps)
+            if (st.kind == STEP_LOAD) strides.push_back("s_in" + std::to_string(p.nodes[(size_t)st.node].a));
+        if (output_pass)
+            for (size_t o = 0; o < p.outputs.size(); ++o)
+                if (p.nodes[(size_t)p.outputs[o].node].kind == FULL && !p.outputs[o].accumulate)
+                    strides.push_back("s_out" + std::to_string(o));
+        std::string unit;
+        for (const std::string &s : strides) unit += (unit.empty() ? "" : " && ") + s + " == 1";
+        if (unit.empty()) unit = "1";
+        for (int form = 0; form < 2; ++form) {
+            if (form == 0) out("        if (%s) {\n", unit.c_str());
+            else out("        } else {\n");
+            out("            for (int64_t j = 0; j < cols; ++j) {\n");
+            for (const Step &st : pass.steps) {
+                const Node &nd = p.nodes[(size_t)st.node];
+                if (st.kind == STEP_LOAD) {
+                    const int k = nd.a;
+                    if (form == 0) out("                const %s v%d = row_in%d[j];\n", ctype(nd.dtype), st.node, k);
+                    else out("                const %s v%d = row_in%d[j * s_in%d];\n", ctype(nd.dtype), st.node, k, k);
+                } else if (st.kind == STEP_EVAL) {
+                    out("                const %s v%d = %s;\n", ctype(nd.dtype), st.node, expr(nd).c_str());
+                } else if (st.kind == STEP_REDUCE) {
+                    if (nd.op == OP_MAX_ROW) {
+                        used_max[1] = true;
+                        out("                acc%d = tt_maxd(acc%d, (double)v%d);\n", st.node, st.node, nd.a);
+                    }
+                    else out("                acc%d += (double)v%d;\n", st.node, nd.a);
+                }
+            }
+            if (output_pass)
+                for (size_t o = 0; o < p.outputs.size(); ++o) {
+                    const int node = p.outputs[o].node;
+                    if (p.nodes[(size_t)node].kind != FULL) continue;
+                    if (p.outputs[o].accumulate) {
+                        out("                acc_out%zu[acc_row%zu + j * acc_cs%zu[%d]] += (double)v%d;\n", o, o, o,
+                            p.rank - 1, node);
+                        continue;
+                    }
+                    if (form == 0) out("                row_out%zu[j] = v%d;\n", o, node);
+                    else out("                row_out%zu[j * s_out%zu] = v%d;\n", o, o, node);
+                }
+            out("            }\n");
+        }
+        out("        }\n");
+    }
+
+    void emit_row_values(int stage) {
+        for (int i : p.row_order) {
+            const Node &nd = p.nodes[(size_t)i];
+            if (nd.stage == stage) out("        const %s v%d = %s;\n", ctype(nd.dtype), i, expr(nd).c_str());
+        }
+    }
+
+    void emit_helpers(std::vector<char> *dst) {
+        Out h{dst};
+        for (int k = 0; k < 2; ++k) {
+            const char *T = k ? "double" : "float", *s = k ? "d" : "f", *f = k ? "" : "f";
+            if (used_max[k])
+                h("/* NumPy maximum: NaN if either operand is NaN. */\n"
+                  "static inline %s tt_max%s(%s a, %s b) { return (a != a || a > b) ? a : b; }\n",
+                  T, s, T, T);
+            if (used_min[k])
+                h("/* NumPy minimum: NaN if either operand is NaN. */\n"
+                  "static inline %s tt_min%s(%s a, %s b) { return (a != a || a < b) ? a : b; }\n",
+                  T, s, T, T);
+            if (used_sigmoid[k])
+                h("/* 1 / (1 + exp(-a)) without overflow for either sign. */\n"
+                  "static inline %s tt_sigmoid%s(%s a) {\n"
+                  "    const %s e = exp%s(-fabs%s(a));\n"
+                  "    const %s r = (%s)1 / ((%s)1 + e);\n"
+                  "    return a >= (%s)0 ? r : e * r;\n"
+                  "}\n",
+                  T, s, T, T, f, f, T, T, T, T);
+            if (used_gelu[k]) {
+                const double A = k ? 2.0 * 0.79788456080286535588 : (double)kGeluA;
+                const double B = k ? 2.0 * 0.79788456080286535588 * 0.044715 : (double)kGeluB;
+                h("/* GELU, tanh form: u * sigmoid(u (A + B u^2)), A = 2 sqrt(2/pi), B = 0.044715 A. */\n"
+                  "static inline %s tt_gelu%s(%s u) {\n"
+                  "    if (u == -INFINITY) return -(%s)0;\n"
+                  "    return u * tt_sigmoid%s(u * (%s + %s * u * u));\n"
+                  "}\n",
+                  T, s, T, T, s, literal(A, k).c_str(), literal(B, k).c_str());
+            }
+        }
+        h("\n");
+    }
+
+    tt_status emit(std::vector<char> *dst) {
+        bool any_acc = false;
+        for (const Output &o : p.outputs) any_acc |= o.accumulate;
+        const int R = p.rank;
+        std::vector<char> body;
+        out.buf = &body;
+        /* The comment on top: the program. */
+        std::vector<char> head;
+        Out hd{&head};
+        hd("/*\n * Fused kernel generated by TinyTorch's fusion code generator (fusion IR version %lld).\n",
+           (long long)kVersion);
+        hd(" * Domain [");
+        for (int d = 0; d < R; ++d) hd("%s%lld", d ? ", " : "", (long long)p.shape[d]);
+        hd("] (rows x cols = %lld x %lld), %zu input(s), %zu node(s), %zu output(s).\n", (long long)p.rows,
+           (long long)p.cols, p.input_dtypes.size(), p.nodes.size(), p.outputs.size());
+        for (size_t i = 0; i < p.nodes.size(); ++i)
+            hd(" *   %s%s\n", describe((int)i).c_str(), p.nodes[i].needed ? "" : "  (unused)");
+        for (size_t o = 0; o < p.outputs.size(); ++o) hd(" *   output %zu = v%d\n", o, p.outputs[o].node);
+        hd(" * Rows run in parallel (OpenMP when compiled with -fopenmp); each row streams through\n"
+           " * %d reduction pass(es) and one output pass; intermediates are locals, never stored.\n"
+           " * Strides are in elements, %d per operand (input_strides[i * %d + d]).\n */\n"
+           "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n",
+           p.max_stage, R, R);
+
+        out("int tt_fused_kernel(const void *const *inputs, const int64_t *input_strides,\n"
+            "                    void *const *outputs, const int64_t *output_strides)\n{\n");
+        out("    const int64_t rows = %lld, cols = %lld;\n", (long long)p.rows, (long long)p.cols);
+        out("    (void)inputs; (void)input_strides; (void)outputs; (void)output_strides; (void)cols;\n");
+        std::vector<char> in_used(p.input_dtypes.size(), 0);
+        for (const Node &nd : p.nodes)
+            if (nd.needed && nd.op == OP_INPUT) in_used[(size_t)nd.a] = 1;
+        for (size_t k = 0; k < in_used.size(); ++k)
+            if (in_used[k])
+                out("    const %s *in%zu = (const %s *)inputs[%zu];\n", ctype(p.input_dtypes[k]), k,
+                    ctype(p.input_dtypes[k]), k);
+        for (size_t o = 0; o < p.outputs.size(); ++o) {
+            const int dt = p.nodes[(size_t)p.outputs[o].node].dtype;
+            out("    %s *out%zu = (%s *)outputs[%zu];\n", ctype(dt), o, ctype(dt), o);
+        }
+        for (size_t i = 0; i < p.nodes.size(); ++i) {
+            const Node &nd = p.nodes[i];
+            if (nd.needed && nd.op == OP_CONST)
+                out("    const %s v%zu = %s;\n", ctype(nd.dtype), i, expr(nd).c_str());
+        }
+        if (any_acc) {
+            out("    static const int64_t shape[%d] = {", R);
+            for (int d = 0; d < R; ++d) out("%s%lld", d ? ", " : "", (long long)p.shape[d]);
+            out("};\n");
+        }
+        for (size_t o = 0; o < p.outputs.size(); ++o) {
+            if (!p.outputs[o].accumulate) continue;
+            out("    /* output %zu accumulates: sums over its distinct elements (axes with a non-zero\n"
+                "     * stride and a size != 1), in double, stored at the end */\n", o);
+            out("    int64_t acc_n%zu = 1, acc_cs%zu[%d];\n", o, o, R);
+            out("    for (int d = %d; d >= 0; --d) {\n", R - 1);
+            out("        const int kept = output_strides[%zu + d] != 0 && shape[d] != 1;\n", o * (size_t)R);
+            out("        acc_cs%zu[d] = kept ? acc_n%zu : 0;\n", o, o);
+            out("        if (kept) acc_n%zu *= shape[d];\n    }\n", o);
+            out("    double *acc_out%zu = (double *)calloc((size_t)(acc_n%zu > 0 ? acc_n%zu : 1), sizeof(double));\n", o, o, o);
+            out("    if (acc_out%zu == NULL) return -1;\n", o);
+        }
+        if (any_acc) out("    /* one thread: the sums above are shared */\n");
+        else out("#ifdef _OPENMP\n#pragma omp parallel for schedule(static)\n#endif\n");
+        out("    for (int64_t r = 0; r < rows; ++r) {\n");
+        out("        int64_t rest = r;\n");
+        for (int d = R - 2; d >= 0; --d) {
+            if (d > 0) out("        const int64_t i%d = rest %% %lld; rest /= %lld;\n", d, (long long)p.shape[d], (long long)p.shape[d]);
+            else out("        const int64_t i0 = rest;\n");
+        }
+        out("        (void)rest;\n");
+        auto offset = [&](const char *strides, size_t k) {
+            std::string s = "0";
+            for (int d = 0; d + 1 < R; ++d)
+                s += " + i" + std::to_string(d) + " * " + strides + "[" + std::to_string(k * (size_t)R + (size_t)d) + "]";
+            return s;
+        };
+        for (size_t k = 0; k < in_used.size(); ++k) {
+            if (!in_used[k]) continue;
+            const char *T = ctype(p.input_dtypes[k]);
+            out("        const %s *row_in%zu = in%zu + (%s);\n", T, k, k, offset("input_strides", k).c_str());
+            out("        const int64_t s_in%zu = input_strides[%zu];\n", k, k * (size_t)R + (size_t)R - 1);
+        }
+        for (size_t o = 0; o < p.outputs.size(); ++o) {
+            const Node &nd = p.nodes[(size_t)p.outputs[o].node];
+            if (p.outputs[o].accumulate) {
+                std::string s = "0";
+                for (int d = 0; d + 1 < R; ++d) s += " + i" + std::to_string(d) + " * acc_cs" + std::to_string(o) + "[" + std::to_string(d) + "]";
+                out("        const int64_t acc_row%zu = %s;\n", o, s.c_str());
+                continue;
+            }
+            out("        %s *row_out%zu = out%zu + (%s);\n", ctype(nd.dtype), o, o, offset("output_strides", o).c_str());
+            if (nd.kind == FULL) out("        const int64_t s_out%zu = output_strides[%zu];\n", o, o * (size_t)R + (size_t)R - 1);
+        }
+        emit_row_values(0);
+        for (int stage = 1; stage <= p.max_stage; ++stage) {
+            const Pass &pass = p.passes[(size_t)stage - 1];
+            out("        /* pass %d: reductions of stage %d */\n", stage, stage);
+            for (const Step &st : pass.steps)
+                if (st.kind == STEP_REDUCE)
+                    out("        double acc%d = %s;\n", st.node, p.nodes[(size_t)st.node].op == OP_MAX_ROW ? "-INFINITY" : "0.0");
+            emit_pass_loop(pass, false);
+            for (const Step &st : pass.steps) {
+                if (st.kind != STEP_REDUCE) continue;
+                const Node &nd = p.nodes[(size_t)st.node];
+                if (nd.op == OP_MEAN)
+                    out("        const %s v%d = (%s)(acc%d / (double)cols);\n", ctype(nd.dtype), st.node, ctype(nd.dtype), st.node);
+                else
+                    out("        const %s v%d = (%s)acc%d;\n", ctype(nd.dtype), st.node, ctype(nd.dtype), st.node);
+            }
+            emit_row_values(stage);
+        }
+        const Pass &out_pass = p.passes.back();
+        if (!out_pass.steps.empty()) {
+            out("        /* output pass */\n");
+            emit_pass_loop(out_pass, true);
+        }
+        for (size_t o = 0; o < p.outputs.size(); ++o) {
+            const int node = p.outputs[o].node;
+            if (p.nodes[(size_t)node].kind == ROW) out("        row_out%zu[0] = v%d;\n", o, node);
+        }
+        out("    }\n");
+        for (size_t o = 0; o < p.outputs.size(); ++o) {
+            if (!p.outputs[o].accumulate) continue;
+            const char *T = ctype(p.nodes[(size_t)p.outputs[o].node].dtype);
+            out("    for (int64_t e = 0; e < acc_n%zu; ++e) {\n", o);
+            out("        int64_t off = 0, left = e;\n");
+            out("        for (int d = %d; d >= 0; --d) {\n", R - 1);
+            out("            if (acc_cs%zu[d] == 0) continue;\n", o);
+            out("            off += (left %% shape[d]) * output_strides[%zu + d];\n", o * (size_t)R);
+            out("            left /= shape[d];\n        }\n");
+            out("        out%zu[off] = (%s)acc_out%zu[e];\n    }\n", o, T, o);
+            out("    free(acc_out%zu);\n", o);
+        }
+        out("    return 0;\n}\n");
+        dst->clear();
+        dst->insert(dst->end(), head.begin(), head.end());
+        emit_helpers(dst);
+        dst->insert(dst->end(), body.begin(), body.end());
+        return TT_OK;
+    }
+};
+
+}  // namespace
+
+tt_status emit_source(const Program &program, std::vector<char> *source) {
+    Emitter e{program, Out{nullptr}};
+    return e.emit(source);
+}
+
+}  // namespace fusion
+}  // namespace tt
