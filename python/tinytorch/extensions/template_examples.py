@@ -163,16 +163,17 @@ class CustomGradientTransform:
 
 
 def has_custom_hardware() -> bool:
-    """Whether ``custom_accelerated_op`` can run a native kernel: False, since libtinytorch has
-    no ReLU kernel (the runtime may well be loaded; ``tinytorch info`` says so). A new kernel
-    makes this return ``native_library() is not None`` for its build."""
-    return False
+    """Whether ``custom_accelerated_op`` runs a native kernel: True when the runtime with its
+    ReLU kernel (tt_relu_forward) is loaded and the native path is on."""
+    lib = _acc.native_library()
+    return lib is not None and getattr(lib, "tt_relu_forward", None) is not None
 
 
 def custom_accelerated_op(x):
-    """ReLU, ``max(0, x)``, through the hardware hook with its fallback. A Tensor gives a
+    """ReLU, ``max(0, x)``, through the hardware hook with its fallback: the kernel door's
+    ``relu`` (the runtime's kernel for dense float32, NumPy otherwise). A Tensor gives a
     differentiable Tensor; an array-like gives an ndarray of the same dtype.
-    ``last_path()`` names what ran ("numpy" while ``has_custom_hardware()`` is False).
+    ``last_path()`` names what ran ("native:relu:<isa>" or "numpy").
 
     Args:
         x: Tensor or numeric array-like.
@@ -181,9 +182,8 @@ def custom_accelerated_op(x):
     arr = x.data if is_tensor else np.asarray(x)
     if arr.dtype.kind not in "fiub":
         raise TypeError(f"custom_accelerated_op: expected a numeric Tensor or array, got dtype {arr.dtype}")
-    # The seam: when a native ReLU kernel exists, ``if has_custom_hardware():`` calls it here
-    # (the raw C-ABI call of _gemm in template.py is the pattern) and records its path.
-    _acc.record_path("numpy")
+    # The seam: ReLUFunction calls the door, which takes the runtime's kernel when
+    # has_custom_hardware() and the array suits it, and records the path either way.
     if is_tensor:
         return ReLUFunction.apply(x)
     return ReLUFunction().forward(arr)
