@@ -7,6 +7,9 @@
                              Lion, Muon                                 (optimizers.py)
     silicon                  simd_matmul, simd_fused_bias_gelu          (simd_ops.py)
     memory                   flash_attention, FlashAttentionFunction    (flash_attn.py)
+    data systems             pack_tokens, TokenShard, ShardDataset,     (tinyverse*.py)
+                             ShardBatcher, generate_tinypy,
+                             generate_tinytalks, ast_validity_rate
     the worked example       scaled_matmul                              (template.py)
 
 Every extension follows the contract in docs/extending.md, and importing this package never
@@ -25,6 +28,8 @@ from .mixed_precision import to_half, to_float, MixedPrecisionOptimizer
 from .optimizers import Lion, Muon
 from .simd_ops import simd_matmul, simd_fused_bias_gelu, has_simd_support, simd_build_info
 from .flash_attn import flash_attention, FlashAttentionFunction
+from .tinyverse import (pack_tokens, TokenShard, ShardDataset, ShardBatcher, generate_tinypy,
+                        generate_tinytalks, ast_validity_rate)
 # upstream TinyTorch's accelerator modules (GPU kernels not written here yet: docs/compat.md)
 from .triton_gelu import triton_fused_gelu, has_triton_support
 from .mps_ops import mps_matmul, has_mps_support
@@ -40,6 +45,8 @@ __all__ = [
     "Lion", "Muon",
     "simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info",
     "flash_attention", "FlashAttentionFunction",
+    "pack_tokens", "TokenShard", "ShardDataset", "ShardBatcher", "generate_tinypy", "generate_tinytalks",
+    "ast_validity_rate",
     "triton_fused_gelu", "has_triton_support", "mps_matmul", "has_mps_support",
     "cuda_matmul", "has_cuda_support",
 ]
