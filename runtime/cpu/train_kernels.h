@@ -7,7 +7,9 @@
  *
  * The Adam rule is PyTorch's (torch.optim.Adam / AdamW, foreach=False):
  *     decoupled:  p *= 1 - lr * wd            else: g += wd * p
- *     m = b1 m + (1 - b1) g ;  v = b2 v + (1 - b2) g^2
+ *     m = lerp(m, g, 1 - b1) ;  v = b2 v + (1 - b2) g^2
+ * where lerp(m, g, w) is m + w (g - m) for w < 0.5, else g - (g - m)(1 - w) (PyTorch's
+ * lerp, so the moments round as its do, down to betas near 0 or 1), and then
  *     p -= step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps)
  * with step_size = lr / (1 - b1^t) and inv_sqrt_bc2 = 1 / sqrt(1 - b2^t) computed in
  * double by the driver; everything per element in float32, one pass over p, g, m and v.
@@ -21,6 +23,7 @@ namespace tt {
 
 struct AdamScalars {
     float b1, one_minus_b1, b2, one_minus_b2;
+    bool lerp_from_m;   /* 1 - b1 < 0.5: m + w (g - m), else g - (g - m)(1 - w) */
     float decay;        /* 1 - lr * wd (decoupled), else 1 */
     float l2;           /* wd (coupled L2), else 0 */
     float step_size;    /* lr / (1 - b1^t) */
@@ -33,7 +36,8 @@ inline void adam_loop(float *__restrict p, const float *__restrict g, float *__r
     for (int64_t i = 0; i < n; ++i) {
         const float pi = p[i] * s.decay;
         const float gi = g[i] + s.l2 * pi;
-        const float mi = s.b1 * m[i] + s.one_minus_b1 * gi;
+        const float d = gi - m[i];
+        const float mi = s.lerp_from_m ? m[i] + s.one_minus_b1 * d : gi - d * s.b1;
         const float vi = s.b2 * v[i] + s.one_minus_b2 * (gi * gi);
         m[i] = mi;
         v[i] = vi;

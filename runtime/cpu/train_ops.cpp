@@ -135,8 +135,9 @@ extern "C" TT_API tt_status tt_adam_step(int64_t count, float *const *params,
     /* Per tensor: its scalars (the step count t may differ between tensors). */
     auto scalars = [&](int64_t t) {
         tt::AdamScalars s;
-        s.b1 = (float)beta1;
+        s.b1 = (float)(1.0 - (1.0 - beta1)); /* lerp's 1 - w, as PyTorch forms it */
         s.one_minus_b1 = (float)(1.0 - beta1);
+        s.lerp_from_m = (1.0 - beta1) < 0.5;
         s.b2 = (float)beta2;
         s.one_minus_b2 = (float)(1.0 - beta2);
         s.decay = decoupled ? (float)(1.0 - lr * weight_decay) : 1.0f;

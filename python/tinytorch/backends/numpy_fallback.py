@@ -245,9 +245,15 @@ def adam_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr, betas, eps, weigh
         # in place with one scratch buffer: ~10 passes over the parameter, no temporaries
         # (out= even for the first product: a ufunc on 0-d arrays returns a NumPy scalar)
         scratch = np.empty_like(data)
-        np.multiply(g, 1.0 - b1, out=scratch, dtype=data.dtype)
-        m *= b1
-        m += scratch
+        # m = lerp(m, g, 1 - b1) exactly as PyTorch rounds it (its lerp switches form at 0.5)
+        w = 1.0 - b1
+        np.subtract(g, m, out=scratch, dtype=data.dtype)
+        if w < 0.5:
+            scratch *= w
+            m += scratch
+        else:
+            scratch *= 1.0 - w
+            np.subtract(g, scratch, out=m, dtype=data.dtype)
         np.multiply(g, g, out=scratch, dtype=data.dtype)
         scratch *= 1.0 - b2
         v *= b2
