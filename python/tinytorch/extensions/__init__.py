@@ -10,6 +10,8 @@
     data systems             pack_tokens, TokenShard, ShardDataset,     (tinyverse*.py)
                              ShardBatcher, generate_tinypy,
                              generate_tinytalks, ast_validity_rate
+    hardware simulation      Gemm, trace_gemms, SimulatedLinear,        (scalesim*.py)
+                             ArrayConfig, simulate (SCALE-Sim)
     the worked example       scaled_matmul                              (template.py)
 
 Every extension follows the contract in docs/extending.md, and importing this package never
@@ -30,6 +32,9 @@ from .simd_ops import simd_matmul, simd_fused_bias_gelu, has_simd_support, simd_
 from .flash_attn import flash_attention, FlashAttentionFunction
 from .tinyverse import (pack_tokens, TokenShard, ShardDataset, ShardBatcher, generate_tinypy,
                         generate_tinytalks, ast_validity_rate)
+from .scalesim import (Gemm, GemmTracer, trace_gemms, SimulatedLinear, ArrayConfig, simulate,
+                       SimulationResult, LayerResult, ScaleSimError, ScaleSimUnavailable, ScaleSimTimeout,
+                       MalformedReportError, scalesim_status)
 # upstream TinyTorch's accelerator modules (GPU kernels not written here yet: docs/compat.md)
 from .triton_gelu import triton_fused_gelu, has_triton_support
 from .mps_ops import mps_matmul, has_mps_support
@@ -47,6 +52,9 @@ __all__ = [
     "flash_attention", "FlashAttentionFunction",
     "pack_tokens", "TokenShard", "ShardDataset", "ShardBatcher", "generate_tinypy", "generate_tinytalks",
     "ast_validity_rate",
+    "Gemm", "GemmTracer", "trace_gemms", "SimulatedLinear", "ArrayConfig", "simulate", "SimulationResult",
+    "LayerResult", "ScaleSimError", "ScaleSimUnavailable", "ScaleSimTimeout", "MalformedReportError",
+    "scalesim_status",
     "triton_fused_gelu", "has_triton_support", "mps_matmul", "has_mps_support",
     "cuda_matmul", "has_cuda_support",
 ]
