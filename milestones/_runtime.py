@@ -85,11 +85,26 @@ def load(say=print):
     say(f"runtime   libtinytorch {info.get('version')} ({info.get('build_type', '?')}) at {info['library']}")
     say(f"ISA       {isa} active (compiled: {', '.join(info.get('isas_compiled', []))}; "
         f"CPU supports: {', '.join(info.get('isa_detected', []))}); {info.get('threads', 1)} threads")
+    say(machine_line())
     if not acceleration.native_available():
         _warn(["WARNING: libtinytorch is loaded but native kernels are turned off "
                "(TINYTORCH_DISABLE_NATIVE=1 or use_native(False)):",
                "every kernel in this run falls back to NumPy. Unset TINYTORCH_DISABLE_NATIVE to use it."])
     return tinytorch
+
+
+def machine_line() -> str:
+    """"machine   <CPU>, N CPUs, load average L": the context every timing of a milestone needs."""
+    import platform
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    return (f"machine   {cpu}, {os.cpu_count()} CPUs{load} (timings are wall-clock and move with "
+            f"the machine's load)")
 
 
 @contextlib.contextmanager
@@ -129,7 +144,7 @@ def report(seen, say=print):
     parts = [f"{path} ({n} calls)" for path, n in seen.most_common()]
     say("kernel paths: " + ", ".join(parts))
     if "numpy" in seen and len(seen) > 1:
-        say("  (numpy: calls below the native size floor, e.g. one-token decoding steps, run on NumPy on purpose)")
+        say("  (numpy: calls below the native size floor, e.g. small matrices or one-token decoding steps, run on NumPy on purpose)")
     if not any(path.startswith("native:") for path in seen):
         from tinytorch import native
         if native.available():
@@ -138,3 +153,29 @@ def report(seen, say=print):
         else:
             print("WARNING: every kernel ran on NumPy: libtinytorch is not loaded (see the warning at "
                   "the start). " + _FIX, file=sys.stderr, flush=True)
+
+
+def print_table(headers, rows, say=print):
+    """Print ``rows`` (sequences of cells, already formatted as text) under ``headers`` as a
+    Markdown table whose columns line up in a terminal."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    line = lambda r: "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"  # noqa: E731
+    say(line(cells[0]))
+    say("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in cells[1:]:
+        say(line(r))
+
+
+def add_json_option(parser):
+    """Add ``--json PATH``: where ``save_results`` writes the final numbers (tests read them)."""
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="also write the final numbers to this JSON file")
+
+
+def save_results(path, results):
+    """Write ``results`` (a JSON-friendly dict) to ``path`` when one was given."""
+    if path:
+        import json
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2, default=float)

@@ -19,7 +19,8 @@ The data
   About 75 ms per step on one quiet 2-core CPU (45 s in all); slower when the machine is shared.
 
 Run:  python milestones/05_2017_transformer/01_tinygpt_shakespeare.py [--steps 600] [--sample 200] [--quiet]
-      a smoke run in a few seconds: --steps 3 --sample 80
+      a smoke run in a few seconds: --steps 3 --sample 80; --quick: 150 steps, an 80-token sample;
+      --json PATH writes the final losses
 Extensions plug in here: wrap blocks in checkpoint(), inject LoRA into "blocks.*.attn.q_proj",
 time it with precise_timer, profile it with Profiler.
 """
@@ -155,7 +156,11 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sample", type=int, default=200, help="tokens to sample after training")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="150 steps and an 80-token sample (seconds on a quiet 2-core CPU)")
+    _runtime.add_json_option(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.steps, args.sample = min(args.steps, 150), min(args.sample, 80)
     say = (lambda *a: None) if args.quiet else print
 
     manual_seed(args.seed)
@@ -175,13 +180,16 @@ def main():
     say(f"text: {len(text):,} chars, vocab {tok.vocab_size}, {len(train_ds):,} training windows of {args.context}")
     say(f"model: {Profiler.count_parameters(model):,} parameters, {flops / 1e6:.1f} MFLOP per forward pass "
         f"(batch {args.batch})")
-    say(f"initial loss {evaluate(model, val_x, val_y, tok.vocab_size):.3f} (uniform guess: "
-        f"{math.log(tok.vocab_size):.3f})")
+    initial_loss = evaluate(model, val_x, val_y, tok.vocab_size)
+    say(f"initial loss {initial_loss:.3f} (uniform guess: {math.log(tok.vocab_size):.3f})")
 
     with _runtime.track_kernel_paths() as paths:
         final_train = train(model, optimizer, scheduler, loader, val_x, val_y, tok, args, say)
         sample_and_compare_cache(model, tok, args, say)
     _runtime.report(paths)
+    _runtime.save_results(args.json, {"milestone": "05_gpt", "steps": args.steps, "initial_loss": initial_loss,
+                                      "final_train_loss": final_train,
+                                      "final_val_loss": evaluate(model, val_x, val_y, tok.vocab_size)})
     return final_train
 
 

@@ -4,6 +4,8 @@
     tinytorch demo     a short training run of a small model on the bundled digits data
     tinytorch scorecard [--quick] [--only SECTION] [--out DIR]
                        the extension guide's scorecard tables re-measured on this machine
+    tinytorch milestone NAME [--quick]
+                       run a milestone script of the repository checkout (NAME 'list' lists them)
 """
 from __future__ import annotations
 
@@ -66,6 +68,11 @@ def cmd_scorecard(args) -> int:
     return 1 if any(r.status == "failed" for r in results) else 0
 
 
+def cmd_milestone(args) -> int:
+    from .milestone_runner import run_milestones
+    return run_milestones(args.name, (["--quick"] if args.quick else []) + list(args.script_args))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tinytorch", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -81,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
                            "fusion, gemm, gelu, attention, offload, scalesim")
     card.add_argument("--out", default="scorecard", help="folder for scorecard.md and the plots (default ./scorecard)")
     card.set_defaults(fn=cmd_scorecard)
+    mile = sub.add_parser("milestone", help="run a milestone script of the repository (NAME 'list' lists them)")
+    mile.add_argument("name", metavar="NAME", help="a milestone or part of its name: 04, cnn, lora, mlperf, "
+                                                   "kernels, 05_2017_transformer, ... or 'list'")
+    mile.add_argument("--quick", action="store_true", help="the milestone's short mode (under a minute)")
+    mile.add_argument("script_args", nargs=argparse.REMAINDER, help="further options passed to the script")
+    mile.set_defaults(fn=cmd_milestone)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

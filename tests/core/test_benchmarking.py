@@ -1,6 +1,7 @@
-"""Benchmarking: precise_timer, BenchmarkResult statistics against NumPy, and the MLPerf-style
-runner (scenarios, accuracy, memory, report). No wall-clock thresholds: timing values are only
-checked for consistency (ordering, counts), never against a speed."""
+"""Benchmarking: precise_timer, BenchmarkResult statistics against NumPy, and the MLPerf
+runner's built-in engine (scenarios, accuracy, memory, report). No wall-clock thresholds: timing
+values are only checked for consistency (ordering, counts), never against a speed. The LoadGen
+engine, and the choice between the two, are tested in tests/test_mlperf_loadgen.py."""
 import time
 
 import numpy as np
@@ -81,7 +82,8 @@ def test_mlperf_single_stream_and_offline(rng):
 
     model.forward = spy
     model.train()
-    res = MLPerf(warmup=2, offline_batch_size=16).run_standard_benchmark(model, "toy", test_inputs=x, num_queries=25)
+    res = MLPerf(warmup=2, offline_batch_size=16).run_standard_benchmark(model, "toy", test_inputs=x, num_queries=25,
+                                                                     engine="builtin")
     ss, off = res["single_stream"], res["offline"]
     assert ss["queries"] == 25
     assert 0 < ss["p50_latency_ms"] <= ss["p90_latency_ms"] <= ss["p99_latency_ms"]
@@ -102,8 +104,9 @@ def test_mlperf_accuracy_against_labels(rng):
     preds = model(Tensor(x)).data.argmax(1)
     labels = preds.copy()
     labels[:10] = (labels[:10] + 1) % 3  # exactly 10 of 40 wrong
-    res = MLPerf().run_standard_benchmark(model, "toy", test_inputs=x, labels=labels)
+    res = MLPerf().run_standard_benchmark(model, "toy", test_inputs=x, labels=labels, engine="builtin")
     assert res["accuracy"] == pytest.approx(0.75)
+    assert res["engine"] == "builtin" and "built-in runner" in res["report"]
     report = res["report"]
     for text in ("single-stream", "offline", "p90", "samples/s", "accuracy       75.00%", "peak memory"):
         assert text in report
@@ -111,7 +114,8 @@ def test_mlperf_accuracy_against_labels(rng):
 
 def test_mlperf_standard_benchmark_synthetic_inputs_and_scenarios():
     model = Sequential(Linear(490, 12))
-    res = MLPerf().run_standard_benchmark(model, "keyword_spotting", num_samples=8, scenarios=("offline",))
+    res = MLPerf().run_standard_benchmark(model, "keyword_spotting", num_samples=8, scenarios=("offline",),
+                                          engine="builtin")
     assert res["num_samples"] == 8 and "single_stream" not in res and "offline" in res
     assert STANDARD_BENCHMARKS["keyword_spotting"]["input_shape"] == (490,)
 
@@ -123,6 +127,26 @@ def test_mlperf_bad_input(rng):
     with pytest.raises(ValueError, match="labels has 3 entries"):
         MLPerf().run_standard_benchmark(model, "toy", test_inputs=x, labels=np.zeros(3, int))
     with pytest.raises(ValueError, match="scenario"):
-        MLPerf().run_standard_benchmark(model, "toy", test_inputs=x, scenarios=("server",))
+        MLPerf().run_standard_benchmark(model, "toy", test_inputs=x, scenarios=("multi_stream",))
+    with pytest.raises(ValueError, match="scenarios is empty"):
+        MLPerf().run_standard_benchmark(model, "toy", test_inputs=x, scenarios=())
+    with pytest.raises(ValueError, match="engine must be"):
+        MLPerf().run_standard_benchmark(model, "toy", test_inputs=x, engine="fast")
+    with pytest.raises(ValueError, match="server_target_qps"):
+        MLPerf().run_standard_benchmark(model, "toy", test_inputs=x, scenarios=("server",), server_target_qps=0)
     with pytest.raises(TypeError, match="callable"):
         MLPerf().run_standard_benchmark(3, "toy", test_inputs=x)
+
+
+def test_mlperf_builtin_server_scenario_waits_for_poisson_arrivals(rng):
+    model, x = _classifier(rng)
+    res = MLPerf(warmup=1).run_standard_benchmark(model, "toy", test_inputs=x, scenarios=("server",),
+                                                  num_queries=30, server_target_qps=500.0, engine="builtin")
+    srv = res["server"]
+    assert set(res) >= {"server"} and "single_stream" not in res and "offline" not in res
+    assert srv["queries"] == 30 and srv["target_qps"] == 500.0
+    assert 0 <= srv["p50_latency_ms"] <= srv["p90_latency_ms"] <= srv["p99_latency_ms"]
+    # 30 arrivals at 500/s take about 60 ms: the run cannot be faster than its arrival schedule
+    expected_span = np.cumsum(np.random.default_rng(0).exponential(1 / 500.0, 30))[-1]
+    assert srv["throughput_samples_per_s"] <= 30 / expected_span * 1.0001
+    assert "server         target 500.0 queries/s" in res["report"]

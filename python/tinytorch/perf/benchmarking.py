@@ -6,14 +6,24 @@ What this file owns
   BenchmarkResult   summary of repeated measurements: mean, median, std, min, max,
                     p50/p90/p99 and count (percentiles by linear interpolation, like NumPy).
   benchmark(fn)     time a call repeatedly after warm-up and return a BenchmarkResult.
-  MLPerf            ``run_standard_benchmark(model, name, test_inputs=..., labels=...)`` in the two
-                    MLPerf inference scenarios that make sense on one machine:
-                      single-stream: one sample per query, queries back to back; latency
+  MLPerf            ``run_standard_benchmark(model, name, test_inputs=..., labels=...)`` in MLPerf
+                    inference's three scenarios for one machine:
+                      single_stream: one sample per query, queries back to back; latency
                                      percentiles are the metric (MLPerf reports p90).
                       offline:       all samples available at once, run in batches; throughput
                                      (samples/s) is the metric.
+                      server:        queries arrive at random (Poisson) times at a target rate;
+                                     latency including queueing (p99) is the metric.
                     plus peak memory and accuracy when labels are given; ``report()`` formats the
                     result as a readable table.
+
+Two engines, and the result says which one measured ("engine", "engine_detail")
+  loadgen   MLCommons LoadGen (the optional extra ``tinytorch[mlperf]``), used whenever it is
+            installed: a real SUT and QSL (perf/_loadgen.py), LoadGen's own p50/p90/p99 and
+            samples/s read from its summary, its VALID/INVALID verdict, and its log files kept
+            in ``log_dir``; accuracy comes from the responses LoadGen logged in an AccuracyOnly run.
+  builtin   the timing loops below, with ``time.perf_counter_ns``: the fallback when LoadGen is
+            missing (the reason is in "engine_detail"), or ``engine="builtin"``. No verdict.
 
 Memory fields (bytes; each measured over one untimed offline pass, since tracing slows code)
   python_peak_bytes           peak of what Python's allocators held above the level at the start
@@ -39,13 +49,18 @@ What it never does
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 __all__ = ["precise_timer", "PreciseTimer", "BenchmarkResult", "benchmark", "MLPerf",
-           "STANDARD_BENCHMARKS"]
+           "STANDARD_BENCHMARKS",
+           # upstream TinyTorch's Module 19 names, from benchmark_suite.py (docs/compat.md)
+           "DEFAULT_WARMUP_RUNS", "DEFAULT_MEASUREMENT_RUNS", "Benchmark", "BenchmarkSuite",
+           "TinyMLPerf", "test_unit_benchmark_result", "test_unit_benchmark",
+           "test_unit_benchmark_suite", "test_unit_tinymlperf"]
 
 
 class PreciseTimer:
@@ -243,12 +258,15 @@ def _to_numpy(x) -> np.ndarray:
 
 
 class MLPerf:
-    """MLPerf-inference-style runner for one model on one machine.
+    """MLPerf-inference benchmark of one model on one machine: MLCommons LoadGen when it is
+    installed, the built-in runner otherwise (or on request).
 
     Args:
         warmup: untimed single-sample calls before measuring.
-        offline_batch_size: batch size of the offline scenario.
-        seed: seed of the synthetic inputs made when no ``test_inputs`` are given.
+        offline_batch_size: batch size of the offline scenario (and of LoadGen's offline
+            query, answered in batches of this size).
+        seed: seed of the synthetic inputs made when no ``test_inputs`` are given, and of the
+            built-in server scenario's arrival times.
     """
 
     def __init__(self, warmup: int = 3, offline_batch_size: int = 32, seed: int = 0):
@@ -297,10 +315,53 @@ class MLPerf:
             return scores.argmax(axis=-1)
         return (scores.reshape(scores.shape[0], -1)[:, 0] > 0).astype(np.int64)
 
+    @staticmethod
+    def _choose_engine(engine: str):
+        """("loadgen" | "builtin", detail): LoadGen's version, or why the built-in runner runs."""
+        from ._loadgen import loadgen_status
+
+        if engine not in ("auto", "loadgen", "builtin"):
+            raise ValueError(f"engine must be 'auto', 'loadgen' or 'builtin', got {engine!r}")
+        if engine == "builtin":
+            return "builtin", "built-in runner (requested)"
+        lg, detail = loadgen_status()
+        if lg is not None:
+            return "loadgen", f"MLCommons LoadGen ({detail})"
+        if engine == "loadgen":
+            raise ImportError(f"engine='loadgen' was requested but {detail}")
+        return "builtin", f"built-in runner ({detail})"
+
+    @staticmethod
+    def _latency_stats(seconds, queries: int) -> dict:
+        stats = BenchmarkResult("latency", seconds)
+        return {"engine": "builtin", "queries": queries, "p50_latency_ms": stats.p50 * 1e3,
+                "p90_latency_ms": stats.p90 * 1e3, "p99_latency_ms": stats.p99 * 1e3,
+                "mean_latency_ms": stats.mean * 1e3}, stats
+
+    def _builtin_server(self, run, inputs, queries: int, target_qps: float) -> dict:
+        """Poisson arrivals at ``target_qps``, one sample per query, served in arrival order;
+        latency = completion - scheduled arrival (queueing included, as in MLPerf's Server)."""
+        n = inputs.shape[0]
+        arrivals = np.cumsum(np.random.default_rng(self.seed).exponential(1.0 / target_qps, queries))
+        lat = np.empty(queries)
+        start = time.perf_counter()
+        for q in range(queries):
+            wait = arrivals[q] - (time.perf_counter() - start)
+            if wait > 0:
+                time.sleep(wait)
+            i = q % n
+            run(inputs[i:i + 1])
+            lat[q] = (time.perf_counter() - start) - arrivals[q]
+        total = time.perf_counter() - start
+        out, _ = self._latency_stats(np.maximum(lat, 0.0), queries)
+        out.update(target_qps=target_qps, throughput_samples_per_s=queries / total)
+        return out
+
     # -- the benchmark ----------------------------------------------------------------------
     def run_standard_benchmark(self, model, benchmark_name: str, test_inputs=None, labels=None,
                                num_queries: int | None = None, scenarios=("single_stream", "offline"),
-                               num_samples: int = 64) -> dict:
+                               num_samples: int = 64, engine: str = "auto", log_dir: str | None = None,
+                               min_duration_ms: int = 1000, server_target_qps: float | None = None) -> dict:
         """Run the scenarios and return a dict of metrics (times in ms, memory in bytes).
 
         Args:
@@ -310,21 +371,44 @@ class MLPerf:
                 synthesised from its shape when ``test_inputs`` is None.
             test_inputs: samples along axis 0 (array or Tensor).
             labels: optional class labels, one per sample, for the accuracy (argmax of the
-                scores, or score > 0 for a single output).
-            num_queries: single-stream queries, cycling through the samples (default: one
-                per sample).
-            scenarios: any of ``"single_stream"`` and ``"offline"``.
+                scores, or score > 0 for a single output). With LoadGen it is computed from
+                the responses LoadGen logged in an AccuracyOnly run.
+            num_queries: queries of the built-in single-stream and server scenarios, cycling
+                through the samples (default: one per sample); LoadGen's minimum query count.
+            scenarios: any of ``"single_stream"``, ``"offline"`` and ``"server"``.
             num_samples: how many synthetic samples to make when ``test_inputs`` is None.
+            engine: ``"auto"`` (LoadGen when installed, else the built-in runner),
+                ``"loadgen"`` (ImportError naming the reason when it is missing) or
+                ``"builtin"``.
+            log_dir: where LoadGen writes its logs, one subfolder per scenario (kept); default
+                a new temporary folder. Unused by the built-in runner.
+            min_duration_ms: LoadGen's minimum duration of each scenario.
+            server_target_qps: arrival rate of the server scenario; default half the
+                single-sample capacity measured in a calibration (capped at 1000/s).
 
-        The result has "single_stream" (p50/p90/p99/mean latency in ms), "offline"
-        (throughput), the memory fields of the module docstring, "accuracy" and "report"
-        (the ``report()`` text).
+        The result has one entry per scenario ("single_stream", "offline", "server": p50 /
+        p90 / p99 / mean latency in ms and throughput_samples_per_s; with LoadGen also its
+        verdict "VALID"/"INVALID", the unmet constraints, the log folder and the parsed
+        summary), "engine" ("loadgen" or "builtin") and "engine_detail" (LoadGen's version,
+        or why the built-in runner measured), the memory fields of the module docstring,
+        "accuracy" and "report" (the ``report()`` text).
         """
+        from ._loadgen import SERVER_QPS_CAP
         from .profiling import Profiler, runtime_memory_stats
 
-        unknown = set(scenarios) - {"single_stream", "offline"}
+        if isinstance(scenarios, str):
+            scenarios = (scenarios,)
+        unknown = set(scenarios) - {"single_stream", "offline", "server"}
         if unknown:
-            raise ValueError(f"unknown scenario(s) {sorted(unknown)}; use 'single_stream' and/or 'offline'")
+            raise ValueError(f"unknown scenario(s) {sorted(unknown)}; use 'single_stream', 'offline' "
+                             "and/or 'server'")
+        if not scenarios:
+            raise ValueError("scenarios is empty; name at least one of 'single_stream', 'offline', 'server'")
+        engine_name, engine_detail = self._choose_engine(engine)
+        if int(min_duration_ms) < 0:
+            raise ValueError(f"min_duration_ms must be >= 0, got {min_duration_ms}")
+        if server_target_qps is not None and not server_target_qps > 0:
+            raise ValueError(f"server_target_qps must be > 0, got {server_target_qps}")
         inputs = self._inputs(benchmark_name, test_inputs, num_samples)
         n = inputs.shape[0]
         if labels is not None:
@@ -343,19 +427,17 @@ class MLPerf:
             for i in range(min(self.warmup, n)):
                 run(inputs[i:i + 1])
             result = {"benchmark_name": benchmark_name, "num_samples": n,
-                      "model": type(model).__name__}
-            if "single_stream" in scenarios:
+                      "model": type(model).__name__, "engine": engine_name, "engine_detail": engine_detail}
+            if engine_name == "builtin" and "single_stream" in scenarios:
                 lat = np.empty(num_queries)
                 for q in range(num_queries):
                     i = q % n
                     start = time.perf_counter_ns()
                     run(inputs[i:i + 1])
                     lat[q] = (time.perf_counter_ns() - start) * 1e-9
-                stats = BenchmarkResult("single_stream latency", lat)
-                result["single_stream"] = {
-                    "queries": num_queries, "p50_latency_ms": stats.p50 * 1e3,
-                    "p90_latency_ms": stats.p90 * 1e3, "p99_latency_ms": stats.p99 * 1e3,
-                    "mean_latency_ms": stats.mean * 1e3, "throughput_samples_per_s": 1.0 / stats.mean}
+                ss, stats = self._latency_stats(lat, num_queries)
+                ss["throughput_samples_per_s"] = 1.0 / stats.mean
+                result["single_stream"] = ss
                 result["latency"] = stats
             scores_batches = []
 
@@ -369,12 +451,32 @@ class MLPerf:
                 return runtime_memory_stats()  # read before anything else can allocate
 
             memory = Profiler().measure_memory(memory_pass)
-            if "offline" in scenarios:
+            start = time.perf_counter_ns()
+            offline_pass()  # the built-in offline scenario, and the calibration of LoadGen's
+            total = (time.perf_counter_ns() - start) * 1e-9
+            throughput = n / total if total > 0 else math.inf
+            if engine_name == "builtin" and "offline" in scenarios:
+                result["offline"] = {"engine": "builtin", "batch_size": self.offline_batch_size,
+                                     "total_time_s": total, "throughput_samples_per_s": throughput}
+            scores = np.concatenate([s.reshape(s.shape[0], -1) if s.ndim == 1 else s
+                                     for s in scores_batches], axis=0)
+            result["accuracy"] = None
+            if engine_name == "builtin" and labels is not None:
+                result["accuracy"] = float(np.mean(self._predictions(scores) == labels))
+            needs_latency = engine_name == "loadgen" or ("server" in scenarios and server_target_qps is None)
+            if engine_name == "loadgen":  # LoadGen's offline calibration: the faster of two passes
                 start = time.perf_counter_ns()
                 offline_pass()
-                total = (time.perf_counter_ns() - start) * 1e-9
-                result["offline"] = {"batch_size": self.offline_batch_size, "total_time_s": total,
-                                     "throughput_samples_per_s": n / total if total > 0 else math.inf}
+                again = (time.perf_counter_ns() - start) * 1e-9
+                throughput = max(throughput, n / again if again > 0 else math.inf)
+            median_s, mean_s = self._calibrate_latency(run, inputs) if needs_latency else (None, None)
+            server_target_qps = server_target_qps or (min(0.5 / mean_s, SERVER_QPS_CAP) if needs_latency else None)
+            if engine_name == "builtin" and "server" in scenarios:
+                qps = server_target_qps
+                result["server"] = self._builtin_server(run, inputs, num_queries, qps)
+            if engine_name == "loadgen":
+                self._run_loadgen(result, run, inputs, scenarios, labels, num_queries, log_dir,
+                                  min_duration_ms, median_s, throughput, server_target_qps)
             result["python_peak_bytes"] = memory["tracemalloc_peak_bytes"]
             result["peak_memory_bytes"] = result["python_peak_bytes"]  # the older name
             rt = memory["result"]
@@ -382,13 +484,6 @@ class MLPerf:
             exact = rt is not None and memory["runtime_peak_exact"]
             result["runtime_storage_peak_bytes"] = int(rt["peak_bytes"]) if exact else None
             result["runtime_storage_allocations"] = memory["runtime_allocations"] if exact else None
-            scores = np.concatenate([s.reshape(s.shape[0], -1) if s.ndim == 1 else s
-                                     for s in scores_batches], axis=0)
-            if labels is not None:
-                preds = self._predictions(scores)
-                result["accuracy"] = float(np.mean(preds == labels))
-            else:
-                result["accuracy"] = None
         finally:
             if was_training and hasattr(model, "train"):
                 model.train()
@@ -396,20 +491,84 @@ class MLPerf:
         return result
 
     @staticmethod
+    def _calibrate_latency(run, inputs, calls: int = 16):
+        """(median, mean) single-sample latency in seconds over ``calls`` calls. The median is
+        LoadGen's expected SingleStream latency (an overestimate would make it pre-generate too
+        few queries to fill the minimum duration); the mean sets the default server rate (so a
+        machine whose latency has a long tail is not offered more queries than it can serve)."""
+        n = inputs.shape[0]
+        times = np.empty(calls)
+        for q in range(calls):
+            i = q % n
+            start = time.perf_counter_ns()
+            run(inputs[i:i + 1])
+            times[q] = (time.perf_counter_ns() - start) * 1e-9
+        return max(float(np.median(times)), 1e-6), max(float(np.mean(times)), 1e-6)
+
+    def _run_loadgen(self, result, run, inputs, scenarios, labels, num_queries, log_dir,
+                     min_duration_ms, latency_s, throughput, server_target_qps):
+        """LoadGen's tests (perf/_loadgen.py) filed into ``result``."""
+        import tempfile
+
+        from ._loadgen import run_loadgen
+
+        if log_dir is None:
+            log_dir = tempfile.mkdtemp(prefix="tinytorch-mlperf-")
+        log_dir = os.path.abspath(os.fspath(log_dir))
+        os.makedirs(log_dir, exist_ok=True)
+
+        def predict(indices):
+            return self._predictions(run(inputs[indices]))
+
+        order = [s for s in ("single_stream", "offline", "server") if s in scenarios]
+        out = run_loadgen(predict, inputs.shape[0], order, log_dir=log_dir,
+                          batch_size=self.offline_batch_size, min_duration_ms=int(min_duration_ms),
+                          min_queries=num_queries, latency_s=latency_s, throughput=throughput,
+                          server_qps=server_target_qps, labels=labels)
+        for s in order:
+            result[s] = out[s]
+        if "offline" in out:
+            result["offline"]["batch_size"] = self.offline_batch_size
+        result["log_dir"] = log_dir
+        if labels is not None:
+            result["accuracy"] = out["accuracy"]
+            result["accuracy_samples"] = out["accuracy_samples"]
+        result["engine_detail"] = f"MLCommons LoadGen ({out['engine_version']})"
+
+    @staticmethod
     def report(result: dict) -> str:
-        """A readable, fixed-width summary of ``run_standard_benchmark``'s result."""
-        lines = [f"MLPerf-style inference benchmark: {result['benchmark_name']} "
-                 f"({result['model']}, {result['num_samples']} samples)"]
+        """A readable, fixed-width summary of ``run_standard_benchmark``'s result.
+
+        Args:
+            result: the dict ``run_standard_benchmark`` returned.
+        """
+        lines = [f"MLPerf inference benchmark: {result['benchmark_name']} "
+                 f"({result['model']}, {result['num_samples']} samples)",
+                 f"  measured by    {result.get('engine_detail', result.get('engine', 'builtin'))}"]
+
+        def verdict(d):
+            if d.get("engine") != "loadgen":
+                return ""
+            unmet = f", unmet: {', '.join(d['unmet'])}" if d.get("unmet") else ""
+            return f"  [{d['verdict']}{unmet}]"
+
         ss = result.get("single_stream")
         if ss:
-            lines.append(f"  single-stream  {ss['queries']} queries: p50 {ss['p50_latency_ms']:.3f} ms, "
+            count = ss.get("queries", ss.get("samples"))
+            lines.append(f"  single-stream  {count} queries: p50 {ss['p50_latency_ms']:.3f} ms, "
                          f"p90 {ss['p90_latency_ms']:.3f} ms, p99 {ss['p99_latency_ms']:.3f} ms, "
-                         f"{ss['throughput_samples_per_s']:.1f} samples/s")
+                         f"{ss['throughput_samples_per_s']:.1f} samples/s" + verdict(ss))
         off = result.get("offline")
         if off:
+            extra = (f" ({off['total_time_s'] * 1e3:.2f} ms total)" if "total_time_s" in off
+                     else f" ({off['samples']} samples in one query)")
             lines.append(f"  offline        batch {off['batch_size']}: "
-                         f"{off['throughput_samples_per_s']:.1f} samples/s "
-                         f"({off['total_time_s'] * 1e3:.2f} ms total)")
+                         f"{off['throughput_samples_per_s']:.1f} samples/s{extra}" + verdict(off))
+        srv = result.get("server")
+        if srv:
+            lines.append(f"  server         target {srv['target_qps']:.1f} queries/s: p50 {srv['p50_latency_ms']:.3f} ms, "
+                         f"p99 {srv['p99_latency_ms']:.3f} ms, {srv['throughput_samples_per_s']:.1f} samples/s"
+                         + verdict(srv))
         mem = result["python_peak_bytes"]
         rt = result.get("runtime_storage_peak_bytes")
         if rt is None:
@@ -421,4 +580,9 @@ class MLPerf:
         lines.append(f"                 runtime-owned storage {rt_txt}")
         acc = result.get("accuracy")
         lines.append("  accuracy       " + ("n/a (no labels)" if acc is None else f"{acc * 100:.2f}%"))
+        if result.get("log_dir"):
+            lines.append(f"  LoadGen logs   {result['log_dir']}")
         return "\n".join(lines)
+
+
+from .benchmark_suite import *  # noqa: E402,F401,F403  (upstream's Benchmark, BenchmarkSuite, TinyMLPerf; needs the names above)
