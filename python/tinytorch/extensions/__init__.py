@@ -7,6 +7,7 @@
                              Lion, Muon                                 (optimizers.py)
     silicon                  simd_matmul, simd_fused_bias_gelu          (simd_ops.py)
     memory                   flash_attention, FlashAttentionFunction    (flash_attn.py)
+    memory bandwidth         compile_graph, CompiledGraph               (compile.py, fusion_*.py)
     data systems             pack_tokens, TokenShard, ShardDataset,     (tinyverse*.py)
                              ShardBatcher, generate_tinypy,
                              generate_tinytalks, ast_validity_rate
@@ -30,6 +31,7 @@ from .mixed_precision import to_half, to_float, MixedPrecisionOptimizer
 from .optimizers import Lion, Muon
 from .simd_ops import simd_matmul, simd_fused_bias_gelu, has_simd_support, simd_build_info
 from .flash_attn import flash_attention, FlashAttentionFunction
+from .compile import compile_graph, CompiledGraph
 from .tinyverse import (pack_tokens, TokenShard, ShardDataset, ShardBatcher, generate_tinypy,
                         generate_tinytalks, ast_validity_rate)
 from .scalesim import (Gemm, GemmTracer, trace_gemms, SimulatedLinear, ArrayConfig, simulate,
@@ -50,6 +52,7 @@ __all__ = [
     "Lion", "Muon",
     "simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info",
     "flash_attention", "FlashAttentionFunction",
+    "compile_graph", "CompiledGraph",
     "pack_tokens", "TokenShard", "ShardDataset", "ShardBatcher", "generate_tinypy", "generate_tinytalks",
     "ast_validity_rate",
     "Gemm", "GemmTracer", "trace_gemms", "SimulatedLinear", "ArrayConfig", "simulate", "SimulationResult",
