@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "cpu/bias_gelu_kernels.h"
 #include "fusion/fusion_ir.h"
@@ -302,7 +303,11 @@ struct Emitter {
             out("    if (acc_out%zu == NULL) return -1;\n", o);
         }
         if (any_acc) out("    /* one thread: the sums above are shared */\n");
-        else out("#ifdef _OPENMP\n#pragma omp parallel for schedule(static)\n#endif\n");
+        else if (p.rows > 1 && p.rows * p.cols >= (int64_t)TT_ELEMENTWISE_PARALLEL_MIN)
+            /* threads only where the work pays for waking them (the interpreter's rule) */
+            out("#ifdef _OPENMP\n#pragma omp parallel for schedule(static)\n#endif\n");
+        else out("    /* %lld elements: one thread (waking a team would cost more) */\n",
+                 (long long)(p.rows * p.cols));
         out("    for (int64_t r = 0; r < rows; ++r) {\n");
         out("        int64_t rest = r;\n");
         for (int d = R - 2; d >= 0; --d) {

@@ -2,7 +2,8 @@
  * plan.cpp -- turns a validated Program into its execution plan (see fusion_ir.h): which
  * nodes reach an output, the stage of each value, the step list of each pass over a tile,
  * and the scratch slots of those steps (linear scan: a slot is reused once the last step
- * reading its value has run; an elementwise step may write over its own operand's slot,
+ * reading its value has run; an elementwise step may write over its own operand's slot
+ * (not a cast between float32 and float64: the widths differ),
  * which every op kernel allows, reading element j before writing element j). Broadcast
  * row values keep their slots for the whole pass.
  */
@@ -68,14 +69,21 @@ Pass build_pass(const Program &p, std::vector<char> want, int stage, const std::
     for (int s = 0; s < n_steps; ++s) {
         Step &st = pass.steps[(size_t)s];
         int ops[3];
-        const int k = st.kind == STEP_BCAST ? 0 : operands_of(p.nodes[(size_t)st.node], ops);
-        for (int j = 0; j < k; ++j) {
-            const int v = ops[j];
-            if (last_use[(size_t)v] == s && slot_of[(size_t)v] >= 0) {
-                free_slots.push_back(slot_of[(size_t)v]);
-                slot_of[(size_t)v] = -1;  // freed once even when used twice (x * x)
+        const Node &node = p.nodes[(size_t)st.node];
+        const int k = st.kind == STEP_BCAST ? 0 : operands_of(node, ops);
+        /* A cast between float32 and float64 must not write over its operand: the elements
+         * differ in width, so writing element j would clobber operand elements not yet read. */
+        const bool widths_differ = node.op == OP_CAST && p.nodes[(size_t)node.a].dtype != node.dtype;
+        auto free_operands = [&]() {
+            for (int j = 0; j < k; ++j) {
+                const int v = ops[j];
+                if (last_use[(size_t)v] == s && slot_of[(size_t)v] >= 0) {
+                    free_slots.push_back(slot_of[(size_t)v]);
+                    slot_of[(size_t)v] = -1;  // freed once even when used twice (x * x)
+                }
             }
-        }
+        };
+        if (!widths_differ) free_operands();
         if (st.kind == STEP_REDUCE) continue;
         int slot;
         if (!free_slots.empty()) {
@@ -86,6 +94,7 @@ Pass build_pass(const Program &p, std::vector<char> want, int stage, const std::
         }
         st.slot = slot;
         slot_of[(size_t)st.node] = slot;
+        if (widths_differ) free_operands();
         if (st.kind == STEP_EVAL) pass.last_eval = s;
         if (last_use[(size_t)st.node] < 0) {  // produced, never read here: free at once
             free_slots.push_back(slot);
