@@ -91,3 +91,16 @@ def test_the_active_isa_is_the_usable_cpu_entry():
         assert acc.last_path() == "native:sgemm:scalar"
     finally:
         native.set_isa(before)
+
+
+def test_the_fusion_entry_reports_compile_graphs_executors():
+    """The registry's "fusion" entry serves no door op; its probe says whether the runtime's
+    tile interpreter is there (and with which ISA) and whether a C compiler was found."""
+    from tinytorch import _native, native
+    usable, detail = backends.status("fusion")
+    entry = {b.name: b for b in backends.registered()}["fusion"]
+    assert entry.ops == {}
+    if native.available() and _native.has_fusion():
+        assert usable and f"fusion:interp:{native.isa()}" in detail
+    else:
+        assert not usable and "NumPy" in detail

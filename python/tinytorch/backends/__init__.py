@@ -19,7 +19,8 @@ cached until refresh() (native.set_isa calls it); the switch clears the route ca
 
 Built in: cpu:scalar, cpu:avx2, cpu:avx512, cpu:neon (cpu.py: the runtime's kernels; the
 entry of the active ISA is the usable one), numpy (numpy_fallback.py), and the device
-probes triton, cuda, mps (devices.py), which serve only their extensions' own ops.
+probes triton, cuda, mps (devices.py), which serve only their extensions' own ops, and
+fusion (fusion.py), which reports compile_graph's executors.
 """
 from __future__ import annotations
 
@@ -131,7 +132,7 @@ def all_backends() -> dict[str, tuple]:
     out = {}
     for b in registered():
         ok, detail = status(b.name)
-        ops = ", ".join(sorted(b.ops)) if b.ops else "none yet"
+        ops = ", ".join(sorted(b.ops)) if b.ops else "none (a probe only)"
         if ok and b.native and not _native_enabled:
             ok, detail = False, "turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1); " + detail
         out[b.name] = (ok, f"{detail}  [ops: {ops}]")
@@ -201,4 +202,4 @@ def record_native_path() -> None:
 
 
 # The built-in back ends register themselves on import.
-from . import cpu, devices, numpy_fallback  # noqa: E402,F401
+from . import cpu, devices, fusion, numpy_fallback  # noqa: E402,F401
