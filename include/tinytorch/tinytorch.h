@@ -549,12 +549,14 @@ TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int64_t c, int6
                                       int64_t sh, int64_t sw, int64_t ph, int64_t pw, float *y,
                                       int64_t *argmax);
 
-/* Its gradient: grad_x (N x C x H x W, overwritten) = 0 plus grad_y[n][c][q] added at
- * argmax[n][c][q] of its plane (-1 entries are skipped; any other index outside [0, H*W)
- * is refused before anything is written). Path "maxpool2d_backward:cpu". */
+/* Its gradient: grad_x (N x C planes of H x W, overwritten; plane (n, c) at
+ * grad_x + n*stride_n + c*stride_c, like the forward's input) = 0 plus grad_y[n][c][q]
+ * added at argmax[n][c][q] of its plane (-1 entries are skipped; any other index outside
+ * [0, H*W) is refused before anything is written). grad_y and argmax are contiguous
+ * N x C x OH x OW. Path "maxpool2d_backward:cpu". */
 TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int64_t *argmax, int64_t n,
                                        int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow,
-                                       float *grad_x);
+                                       float *grad_x, int64_t stride_n, int64_t stride_c);
 
 /* ------------------------------------------------------------------------ */
 /* Fusion: elementwise programs run as one pass over memory                 */

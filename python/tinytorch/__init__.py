@@ -17,7 +17,9 @@ from __future__ import annotations
 import importlib
 import os
 
-from . import native
+from . import _allocator, native
+
+_allocator.apply()  # freed arrays reused without page faults (see _allocator.py)
 
 __version__ = "0.1.0"
 

@@ -23,7 +23,7 @@ def cmd_info(args) -> int:
 
     import numpy as np
 
-    from . import __version__, backends, get_num_threads, native
+    from . import __version__, _allocator, backends, get_num_threads, native
 
     info = native.info()
     rows = [("tinytorch", __version__), ("python", platform.python_version()),
@@ -35,7 +35,8 @@ def cmd_info(args) -> int:
                  ("ISAs detected", ", ".join(info["isa_detected"])),
                  ("ISA active", info["isa_active"] + (f"  ({info['isa_env_error']})" if info["isa_env_error"] else "")),
                  ("OpenMP", "yes" if info["openmp"] else "no (kernels run on one thread)"),
-                 ("threads", f"{get_num_threads()} of {info['max_threads']}")]
+                 ("threads", f"{get_num_threads()} of {info['max_threads']}"),
+                 ("allocator", _allocator.tuning())]
     else:
         state = "loaded, but its build report is unreadable" if info["available"] else \
             "NOT LOADED: kernels fall back to NumPy"

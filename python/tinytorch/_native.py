@@ -144,7 +144,7 @@ OPTIONAL_PROTOTYPES.update({
     "tt_im2col": (_status, [_ptr] + [c_int64] * 10 + [_ptr]),
     "tt_col2im": (_status, [_ptr] + [c_int64] * 10 + [_ptr]),
     "tt_maxpool2d_forward": (_status, [_ptr] + [c_int64] * 12 + [_ptr, _ptr]),
-    "tt_maxpool2d_backward": (_status, [_ptr, _ptr] + [c_int64] * 6 + [_ptr]),
+    "tt_maxpool2d_backward": (_status, [_ptr, _ptr] + [c_int64] * 6 + [_ptr, c_int64, c_int64]),
 })
 
 # The fusion executor (runtime/fusion/README.md): optional, so a library built before it

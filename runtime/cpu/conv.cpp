@@ -10,9 +10,11 @@
  * here is arithmetic-bound: every loop streams whole output rows (OW pixels), and with
  * stride 1 each row is one contiguous copy.
  *
- * The pooling input may be any arrangement of contiguous H x W planes (plane (n, c) at
- * n * stride_n + c * stride_c): a convolution's output, computed as (C, N, H, W) and seen
- * as NCHW, is pooled where it lies.
+ * The pooling input, and the gradient the backward writes, may be any arrangement of
+ * contiguous H x W planes (plane (n, c) at n * stride_n + c * stride_c): a convolution's
+ * output, computed as (C, N, H, W) and seen as NCHW, is pooled where it lies, and its
+ * gradient comes back in the same layout (so the ReLU before it and the convolution's
+ * backward read it without a copy).
  *
  * Threads: im2col splits the rows of cols; col2im and both pooling kernels split the
  * (n, c) planes, whose outputs are disjoint, so no two threads ever write one element and
@@ -20,6 +22,7 @@
  */
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -78,6 +81,46 @@ void valid_range(int64_t j, int64_t s, int64_t p, int64_t w, int64_t ow, int64_t
     *hi = std::max(*lo, std::min(last + 1, ow));
 }
 
+/* b replaces (a, ia) when take != 0: a select by bit masks, not a branch (which candidate
+ * wins is random data, and a mispredicted branch per comparison cost 4-6x the time). */
+inline void select_if(int take, float b, int64_t ib, float *a, int64_t *ia) {
+    const uint32_t m32 = 0u - (uint32_t)take;
+    const uint64_t m64 = 0ull - (uint64_t)take;
+    uint32_t ua, ub;
+    std::memcpy(&ua, a, 4);
+    std::memcpy(&ub, &b, 4);
+    const uint32_t uv = (ub & m32) | (ua & ~m32);
+    std::memcpy(a, &uv, 4);
+    *ia = (int64_t)(((uint64_t)ib & m64) | ((uint64_t)*ia & ~m64));
+}
+
+/* Does candidate b win over the running maximum a? Strictly greater, or a NaN over a number. */
+inline int wins(float b, float a) { return (int)(b > a) | ((int)(b != b) & (int)(a == a)); }
+
+/* The common window (2 x 2, stride 2, no padding): the four candidates of each output in
+ * window order, compared pairwise (first maximum wins; a NaN wins and stays). */
+inline void pool2x2(const float *plane, int64_t w, int64_t oh, int64_t ow, float *y, int64_t *argmax) {
+    auto pick = [](float a, int64_t ia, float b, int64_t ib, float *v, int64_t *i) {
+        *v = a;
+        *i = ia;
+        select_if(wins(b, a), b, ib, v, i);
+    };
+    for (int64_t oy = 0; oy < oh; ++oy) {
+        const float *r0 = plane + 2 * oy * w, *r1 = r0 + w;
+        const int64_t base = 2 * oy * w;
+        for (int64_t ox = 0; ox < ow; ++ox) {
+            const int64_t c = 2 * ox;
+            float v0, v1, v;
+            int64_t i0, i1, i;
+            pick(r0[c], base + c, r0[c + 1], base + c + 1, &v0, &i0);
+            pick(r1[c], base + w + c, r1[c + 1], base + w + c + 1, &v1, &i1);
+            pick(v0, i0, v1, i1, &v, &i);
+            y[oy * ow + ox] = v;
+            argmax[oy * ow + ox] = i;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace tt
 
@@ -104,14 +147,13 @@ extern "C" TT_API tt_status tt_im2col(const float *x, int64_t n, int64_t c, int6
                 for (int64_t oy = 0; oy < g.oh; ++oy, dst += g.ow) {
                     const int64_t iy = oy * sh + i - ph;
                     if (iy < 0 || iy >= h) {
-                        std::memset(dst, 0, (size_t)g.ow * sizeof(float));
+                        for (int64_t ox = 0; ox < g.ow; ++ox) dst[ox] = 0.0f;
                         continue;
                     }
                     const float *row = plane + iy * w;  /* input column ox*sw + j - pw */
                     for (int64_t ox = 0; ox < lo; ++ox) dst[ox] = 0.0f;
-                    if (sw == 1) {
-                        if (hi > lo)
-                            std::memcpy(dst + lo, row + lo + j - pw, (size_t)(hi - lo) * sizeof(float));
+                    if (sw == 1) {  /* a plain loop: rows are short, a memcpy call costs more */
+                        for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = row[ox + j - pw];
                     } else {
                         for (int64_t ox = lo; ox < hi; ++ox) dst[ox] = row[ox * sw + j - pw];
                     }
@@ -175,40 +217,40 @@ extern "C" TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int6
     if (stride_n < 0 || stride_c < 0)
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: plane strides %lld, %lld must be >= 0", kFn,
                         (long long)stride_n, (long long)stride_c);
-    const float neg_inf = -std::numeric_limits<float>::infinity();
     const int nt = tt::threads_for(planes * pix * kh * kw, planes);
     tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
         for (int64_t p = p0; p < p1; ++p) {
             const float *plane = x + (p / c) * stride_n + (p % c) * stride_c;
             float *yp = y + p * pix;
             int64_t *ap = argmax + p * pix;
-            for (int64_t q = 0; q < pix; ++q) {
-                yp[q] = neg_inf;
-                ap[q] = -1;
+            if (kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0) {
+                tt::pool2x2(plane, w, g.oh, g.ow, yp, ap);
+                continue;
             }
-            /* Offsets outer, output rows inner: each pass reads whole input rows. The first
-             * maximum in (i, j) order wins (strict >); a NaN wins over any number and
-             * stays (PyTorch propagates NaN and routes its gradient there). */
-            for (int64_t i = 0; i < kh; ++i)
-                for (int64_t j = 0; j < kw; ++j) {
-                    int64_t lo, hi;
-                    tt::valid_range(j, sw, pw, w, g.ow, &lo, &hi);
-                    for (int64_t oy = 0; oy < g.oh; ++oy) {
-                        const int64_t iy = oy * sh + i - ph;
-                        if (iy < 0 || iy >= h) continue;
-                        const float *row = plane + iy * w;
-                        float *yr = yp + oy * g.ow;
-                        int64_t *ar = ap + oy * g.ow;
-                        for (int64_t ox = lo; ox < hi; ++ox) {
-                            const float v = row[ox * sw + j - pw];
-                            const float best = yr[ox];
-                            /* branch-free: which one wins is data, not a predictable branch */
-                            const bool take = (v > best) | ((v != v) & (best == best)) | (ar[ox] < 0);
-                            yr[ox] = take ? v : best;
-                            ar[ox] = take ? iy * w + ox * sw + j - pw : ar[ox];
+            /* Output-major: each window is scanned in (i, j) order with its running maximum in
+             * registers, and written once. The first maximum wins (strict >); a NaN wins over
+             * any number and stays (PyTorch propagates NaN and routes its gradient there).
+             * Padding is never a candidate (-inf: it cannot win). */
+            for (int64_t oy = 0; oy < g.oh; ++oy) {
+                const int64_t y0 = oy * sh - ph;
+                const int64_t i_lo = std::max<int64_t>(0, -y0), i_hi = std::min(kh, h - y0);
+                for (int64_t ox = 0; ox < g.ow; ++ox) {
+                    const int64_t x0 = ox * sw - pw;
+                    const int64_t j_lo = std::max<int64_t>(0, -x0), j_hi = std::min(kw, w - x0);
+                    float best = -std::numeric_limits<float>::infinity();
+                    int64_t arg = -1;
+                    for (int64_t i = i_lo; i < i_hi; ++i) {
+                        const float *row = plane + (y0 + i) * w + x0;
+                        for (int64_t j = j_lo; j < j_hi; ++j) {
+                            const float v = row[j];
+                            tt::select_if(tt::wins(v, best) | (int)(arg < 0), v, (y0 + i) * w + x0 + j,
+                                          &best, &arg);
                         }
                     }
+                    yp[oy * g.ow + ox] = best;
+                    ap[oy * g.ow + ox] = arg;
                 }
+            }
         }
     });
     return TT_OK;
@@ -216,10 +258,14 @@ extern "C" TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int6
 
 extern "C" TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int64_t *argmax,
                                                   int64_t n, int64_t c, int64_t h, int64_t w,
-                                                  int64_t oh, int64_t ow, float *grad_x) {
+                                                  int64_t oh, int64_t ow, float *grad_x,
+                                                  int64_t stride_n, int64_t stride_c) {
     static const char *kFn = "tt_maxpool2d_backward";
     if (n < 0 || c < 0 || h < 0 || w < 0 || oh < 0 || ow < 0)
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: sizes must be >= 0", kFn);
+    if (stride_n < 0 || stride_c < 0)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: plane strides %lld, %lld must be >= 0", kFn,
+                        (long long)stride_n, (long long)stride_c);
     int64_t planes = 0, in = 0, out = 0, bytes = 0;
     if (tt::mul_overflows(n, c, &planes) || tt::mul_overflows(planes, h * w, &in) ||
         tt::mul_overflows(planes, oh * ow, &out) || tt::mul_overflows(std::max(in, out), 8, &bytes))
@@ -236,7 +282,7 @@ extern "C" TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int
     const int nt = tt::threads_for(in + out, planes);
     tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
         for (int64_t p = p0; p < p1; ++p) {
-            float *gp = grad_x + p * hw;
+            float *gp = grad_x + (p / c) * stride_n + (p % c) * stride_c;
             std::memset(gp, 0, (size_t)hw * sizeof(float));
             const float *g = grad_y + p * pix;
             const int64_t *a = argmax + p * pix;

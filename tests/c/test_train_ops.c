@@ -186,8 +186,16 @@ static void check_conv(geom s) {
                         CHECK(y[q] == best && am[q] == arg);
                         want_gp[(b * s.c + ch) * s.h * s.w + arg] += g[q];
                     }
-        CHECK_OK(tt_maxpool2d_backward(g, am, s.n, s.c, s.h, s.w, oh, ow, gp));
+        CHECK_OK(tt_maxpool2d_backward(g, am, s.n, s.c, s.h, s.w, oh, ow, gp, s.c * s.h * s.w, s.h * s.w));
         for (int64_t q = 0; q < in; ++q) CHECK(fabs(gp[q] - want_gp[q]) <= 1e-6 * (1 + fabs(want_gp[q])));
+        /* the same gradient written in the input's (C, N, H, W) layout */
+        CHECK_OK(tt_maxpool2d_backward(g, am, s.n, s.c, s.h, s.w, oh, ow, gp, s.h * s.w, s.n * s.h * s.w));
+        for (int64_t b = 0; b < s.n; ++b)
+            for (int64_t ch = 0; ch < s.c; ++ch)
+                for (int64_t q = 0; q < s.h * s.w; ++q) {
+                    const double want = want_gp[(b * s.c + ch) * s.h * s.w + q];
+                    CHECK(fabs(gp[(ch * s.n + b) * s.h * s.w + q] - want) <= 1e-6 * (1 + fabs(want)));
+                }
         free(cn); free(y); free(g); free(gp); free(am); free(want_gp);
     }
     free(x); free(cols); free(gx); free(want_gx);
@@ -198,7 +206,7 @@ static void check_conv_refusals(void) {
     int64_t am[4] = {0, 1, 2, 99};
     CHECK_FAILS(tt_im2col(x, 1, 1, 2, 2, 3, 3, 1, 1, 0, 0, out), TT_ERR_SHAPE_MISMATCH, "smaller than the kernel");
     CHECK_FAILS(tt_im2col(x, 1, 1, 4, 4, 2, 2, 0, 1, 0, 0, out), TT_ERR_INVALID_ARGUMENT, "stride");
-    CHECK_FAILS(tt_maxpool2d_backward(x, am, 1, 1, 4, 4, 2, 2, out), TT_ERR_INVALID_ARGUMENT, "argmax[3]=99");
+    CHECK_FAILS(tt_maxpool2d_backward(x, am, 1, 1, 4, 4, 2, 2, out, 16, 16), TT_ERR_INVALID_ARGUMENT, "argmax[3]=99");
     CHECK_FAILS(tt_maxpool2d_forward(x, 1, 1, 4, 4, -1, 16, 2, 2, 2, 2, 0, 0, out, am),
                 TT_ERR_INVALID_ARGUMENT, "plane strides");
 }

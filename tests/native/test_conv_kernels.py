@@ -81,6 +81,12 @@ def test_max_pool_reads_a_cnhw_view_in_place_and_propagates_nan():
     np.testing.assert_array_equal(y, ty.numpy())                  # NaN compares equal here
     assert np.isnan(y[2, 1, 0, 0]) and argmax[2, 1, 0, 0] == 1
     np.testing.assert_array_equal(argmax, ti.numpy())
+    g = RNG.standard_normal(y.shape).astype(np.float32)
+    gx = acc.max_pool2d_backward(g, argmax, view.shape, view.strides)
+    assert gx.strides == view.strides  # the gradient comes back in the input's layout
+    tx = torch.from_numpy(np.ascontiguousarray(view)).requires_grad_()
+    torch.nn.functional.max_pool2d(tx, 2, 2).backward(torch.from_numpy(g))
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_layers_run_the_native_kernels_and_match_torch():
@@ -114,7 +120,7 @@ def test_float64_takes_numpy_and_refusals():
     y = np.ones((1, 1, 2, 2), np.float32)
     bad = np.array([0, 1, 2, 99], np.int64)
     gx = np.full((1, 1, 4, 4), 3.0, np.float32)
-    assert lib.tt_maxpool2d_backward(y.ctypes.data, bad.ctypes.data, 1, 1, 4, 4, 2, 2, gx.ctypes.data) != 0
+    assert lib.tt_maxpool2d_backward(y.ctypes.data, bad.ctypes.data, 1, 1, 4, 4, 2, 2, gx.ctypes.data, 16, 16) != 0
     assert "argmax[3]=99" in _native.last_error() and (gx == 3.0).all()
     assert lib.tt_im2col(y.ctypes.data, 1, 1, 2, 2, 3, 3, 1, 1, 0, 0, gx.ctypes.data) != 0
     assert "smaller than the kernel" in _native.last_error()

@@ -827,17 +827,38 @@ def max_pool2d(x, kh, kw, sh, sw, ph, pw, oh, ow):
     return y, argmax
 
 
-def max_pool2d_backward(grad, argmax, x_shape):
+def _plane_strides(shape, strides):
+    """``strides`` when they lay (N, C, H, W) out as dense contiguous H x W planes in NCHW or
+    CNHW order (a convolution's output seen as NCHW), else None."""
+    n, c, h, w = shape
+    if strides is None or len(strides) != 4 or strides[3] != 4 or strides[2] != 4 * w:
+        return None
+    plane = 4 * h * w
+    if (strides[1] == plane and strides[0] == c * plane) or (strides[0] == plane and strides[1] == n * plane):
+        return tuple(strides)
+    return None
+
+
+def max_pool2d_backward(grad, argmax, x_shape, x_strides=None):
     """dL/dx of ``max_pool2d`` through tt_maxpool2d_backward: float32 ``grad`` added at
-    ``argmax`` in an ``x_shape`` array of zeros; declines other dtypes."""
+    ``argmax`` in an ``x_shape`` array of zeros, laid out like the forward's input when
+    ``x_strides`` (its strides) describe NCHW or CNHW planes; declines other dtypes."""
     if not (_has("tt_maxpool2d_backward") and _is_f32(grad)):
         return NotImplemented
     gc = np.ascontiguousarray(grad)
     ac = np.ascontiguousarray(argmax, dtype=_I64)
     n, c, h, w = x_shape
-    gx = np.empty(x_shape, dtype=_F32)
+    strides = _plane_strides(x_shape, x_strides)
+    if strides is None or n * c * h * w == 0:
+        gx = np.empty(x_shape, dtype=_F32)
+        strides = gx.strides
+        base = gx
+    else:
+        base = np.empty(n * c * h * w, dtype=_F32)
+        gx = np.lib.stride_tricks.as_strided(base, shape=x_shape, strides=strides)
     _check(_native.lib.tt_maxpool2d_backward(gc.ctypes.data, ac.ctypes.data, n, c, h, w,
-                                             gc.shape[2], gc.shape[3], gx.ctypes.data),
+                                             gc.shape[2], gc.shape[3], base.ctypes.data,
+                                             strides[0] // 4, strides[1] // 4),
            "max_pool2d_backward")
     record_native_path()
     return gx

@@ -350,9 +350,10 @@ def max_pool2d(x, kh, kw, sh, sw, ph, pw, oh, ow):
     return best, idx.astype(np.int64, copy=False)
 
 
-def max_pool2d_backward(grad, argmax, x_shape):
+def max_pool2d_backward(grad, argmax, x_shape, x_strides=None):
     """dL/dx of ``max_pool2d``: each ``grad`` entry added at its window's ``argmax`` in an
-    ``x_shape`` (N, C, H, W) array of zeros (-1 entries skipped)."""
+    ``x_shape`` (N, C, H, W) array of zeros (-1 entries skipped); contiguous whatever
+    ``x_strides`` (the forward input's layout, a hint the runtime's kernel follows) says."""
     record_path("numpy")
     n, c, h, w = x_shape
     planes = n * c

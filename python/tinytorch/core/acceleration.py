@@ -570,19 +570,23 @@ def max_pool2d(x: np.ndarray, kernel, stride, padding=(0, 0)):
     return _route("max_pool2d", x, *geom)
 
 
-def max_pool2d_backward(grad: np.ndarray, argmax: np.ndarray, x_shape) -> np.ndarray:
+def max_pool2d_backward(grad: np.ndarray, argmax: np.ndarray, x_shape, x_strides=None) -> np.ndarray:
     """dL/dx of ``max_pool2d``: an ``x_shape`` array of zeros with each entry of ``grad``
-    added at its window's ``argmax``.
+    added at its window's ``argmax``. With ``x_strides`` (the forward input's strides) the
+    runtime writes the result in that layout when it is NCHW or CNHW planes, so the
+    gradient meets the saved activations of a convolution's output without a copy.
 
     Args:
         grad: (N, C, OH, OW) gradient of the pooled output.
         argmax: the forward's argmax.
         x_shape: (N, C, H, W) of the input.
+        x_strides: the input's strides, or None (contiguous result).
     """
     if grad.shape != argmax.shape or len(x_shape) != 4 or tuple(grad.shape[:2]) != tuple(x_shape[:2]):
         raise ValueError(f"max_pool2d_backward: grad {grad.shape}, argmax {argmax.shape} and input "
                          f"{tuple(x_shape)} do not match")
-    return _route("max_pool2d_backward", grad, argmax, tuple(int(v) for v in x_shape))
+    return _route("max_pool2d_backward", grad, argmax, tuple(int(v) for v in x_shape),
+                  None if x_strides is None else tuple(int(v) for v in x_strides))
 
 
 def relu(x: np.ndarray) -> np.ndarray:

@@ -115,11 +115,11 @@ def _pool_geometry(x, kernel, stride, padding, who):
 class MaxPool2dFunction(Function):
     def forward(self, x, kernel, stride, padding):
         y, self.argmax = _acc.max_pool2d(x, kernel, stride, padding)
-        self.x_shape = x.shape
+        self.x_shape, self.x_strides = x.shape, x.strides
         return y
 
     def backward(self, g):
-        return _acc.max_pool2d_backward(g, self.argmax, self.x_shape), None, None, None
+        return _acc.max_pool2d_backward(g, self.argmax, self.x_shape, self.x_strides), None, None, None
 
 
 class AvgPool2dFunction(Function):
