@@ -84,6 +84,7 @@ struct Emitter {
     const Program &p;
     Out out;
     bool used_max[2] = {}, used_min[2] = {}, used_sigmoid[2] = {}, used_gelu[2] = {};
+    bool used_exp = false, used_tanh = false;  /* float32 vector-friendly exp / tanh */
 
     std::string v(int i) const { return "v" + std::to_string(i); }
 
@@ -99,14 +100,24 @@ struct Emitter {
             case OP_CAST: return "(" + T + ")" + a;
             case OP_NEG: return "-" + a;
             case OP_ABS: return "fabs" + f + "(" + a + ")";
-            case OP_EXP: return "exp" + f + "(" + a + ")";
+            case OP_EXP:
+                if (!k) { used_exp = true; return "tt_expf(" + a + ")"; }
+                return "exp(" + a + ")";
             case OP_LOG: return "log" + f + "(" + a + ")";
             case OP_SQRT: return "sqrt" + f + "(" + a + ")";
             case OP_RSQRT: return one + " / sqrt" + f + "(" + a + ")";
-            case OP_TANH: return "tanh" + f + "(" + a + ")";
-            case OP_SIGMOID: used_sigmoid[k] = true; return "tt_sigmoid" + h + "(" + a + ")";
+            case OP_TANH:
+                if (!k) { used_exp = used_tanh = true; return "tt_tanhf(" + a + ")"; }
+                return "tanh(" + a + ")";
+            case OP_SIGMOID:
+                used_sigmoid[k] = true;
+                used_exp |= !k;
+                return "tt_sigmoid" + h + "(" + a + ")";
             case OP_RELU: return "(" + a + " < " + zero + " ? " + zero + " : " + a + ")";
-            case OP_GELU: used_gelu[k] = used_sigmoid[k] = true; return "tt_gelu" + h + "(" + a + ")";
+            case OP_GELU:
+                used_gelu[k] = used_sigmoid[k] = true;
+                used_exp |= !k;
+                return "tt_gelu" + h + "(" + a + ")";
             case OP_ERF: return "erf" + f + "(" + a + ")";
             case OP_POWI:
                 if (nd.imm == 2.0) return a + " * " + a;
@@ -209,6 +220,39 @@ struct Emitter {
 
     void emit_helpers(std::vector<char> *dst) {
         Out h{dst};
+        if (used_exp) {
+            /* The runtime's exp (simd_exp.h) written as plain C, so the compiler vectorises it:
+             * t = n ln2 + f, exp(f) = 1 + f + f^2 P(f), 2^n applied as 2^(n/2) twice. */
+            h("/* exp for float32, the runtime's formula (no libm call: the loop vectorises). */\n"
+              "static inline float tt_expf(float t) {\n"
+              "    t = t < %s ? %s : (t > %s ? %s : t); /* NaN passes */\n"
+              "    const float n = rintf(t * %s), f = t - n * %s, f2 = f * f;\n"
+              "    const float p = ((%s * f + %s) * f2 + (%s * f + %s)) * f2 + (%s * f + %s);\n"
+              "    const float e = p * f2 + (f + 1.0f);\n"
+              "    const int32_t ni = n == n ? (int32_t)n : 0, n1 = ni >> 1, n2 = ni - n1;\n"
+              "    const uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;\n"
+              "    float s1, s2;\n"
+              "    memcpy(&s1, &b1, 4);\n"
+              "    memcpy(&s2, &b2, 4);\n"
+              "    return e * s1 * s2;\n"
+              "}\n",
+              literal(kExpLo, TT_F32).c_str(), literal(kExpLo, TT_F32).c_str(),
+              literal(kExpHi, TT_F32).c_str(), literal(kExpHi, TT_F32).c_str(),
+              literal(kLog2e, TT_F32).c_str(), literal(kLn2, TT_F32).c_str(),
+              literal(kExpP0, TT_F32).c_str(), literal(kExpP1, TT_F32).c_str(),
+              literal(kExpP2, TT_F32).c_str(), literal(kExpP3, TT_F32).c_str(),
+              literal(kExpP4, TT_F32).c_str(), literal(kExpP5, TT_F32).c_str());
+        }
+        if (used_tanh)
+            h("/* tanh for float32, the interpreter's formula: a + a^3 P(a^2) below 0.625 (no\n"
+              " * cancellation near 0), else (1 - e) / (1 + e) with e = exp(-2|a|). */\n"
+              "static inline float tt_tanhf(float a) {\n"
+              "    const float z = a * a, ax = fabsf(a);\n"
+              "    const float p = (((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z\n"
+              "                     + 1.33314422036e-1f) * z - 3.33332819422e-1f;\n"
+              "    const float e = tt_expf(-2.0f * ax), mag = (1.0f - e) / (1.0f + e);\n"
+              "    return ax < 0.625f ? p * z * a + a : (a < 0.0f ? -mag : mag);\n"
+              "}\n");
         for (int k = 0; k < 2; ++k) {
             const char *T = k ? "double" : "float", *s = k ? "d" : "f", *f = k ? "" : "f";
             if (used_max[k])
@@ -222,11 +266,11 @@ struct Emitter {
             if (used_sigmoid[k])
                 h("/* 1 / (1 + exp(-a)) without overflow for either sign. */\n"
                   "static inline %s tt_sigmoid%s(%s a) {\n"
-                  "    const %s e = exp%s(-fabs%s(a));\n"
+                  "    const %s e = %s(-fabs%s(a));\n"
                   "    const %s r = (%s)1 / ((%s)1 + e);\n"
                   "    return a >= (%s)0 ? r : e * r;\n"
                   "}\n",
-                  T, s, T, T, f, f, T, T, T, T);
+                  T, s, T, T, k ? "exp" : "tt_expf", f, T, T, T, T);
             if (used_gelu[k]) {
                 const double A = k ? 2.0 * 0.79788456080286535588 : (double)kGeluA;
                 const double B = k ? 2.0 * 0.79788456080286535588 * 0.044715 : (double)kGeluB;

@@ -39,7 +39,7 @@ from ..core import acceleration as _acc
 __all__ = ["NativeProgram", "compiler", "cache_dir", "compile_source", "BASE_FLAGS",
            "fusion_library"]
 
-BASE_FLAGS = ("-std=c11", "-O3", "-fPIC", "-shared")
+BASE_FLAGS = ("-std=c11", "-O3", "-fno-math-errno", "-fPIC", "-shared")
 OPTIONAL_FLAGS = ("-march=native", "-fopenmp")
 
 _lock = threading.Lock()
