@@ -14,9 +14,10 @@ Applied once, at ``import tinytorch``, only on Linux with glibc (elsewhere nothi
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
+
+from . import _native
 
 __all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "apply", "tuning"]
 
@@ -39,16 +40,11 @@ def apply() -> str:
     if not sys.platform.startswith("linux"):
         _state = f"left alone (no glibc mallopt on {sys.platform})"
         return _state
-    try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
-        gnu_get_libc_version = libc.gnu_get_libc_version
-    except (OSError, AttributeError):
+    controls = _native.libc_malloc_controls()
+    if controls is None:
         _state = "left alone (not glibc)"
         return _state
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    gnu_get_libc_version.restype = ctypes.c_char_p
+    mallopt, gnu_get_libc_version = controls
     ok = mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
     version = gnu_get_libc_version().decode()
     _state = (f"glibc {version} mallopt: mmap threshold {MMAP_THRESHOLD >> 20} MiB, trim threshold "

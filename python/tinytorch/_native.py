@@ -185,6 +185,24 @@ CUDA_PROTOTYPES = {
 _cuda_loaded = None  # (handle or None, path or None, reason) once load_cuda() ran
 
 
+def _open_library(path: str, tried: list, check):
+    """The ctypes.CDLL at ``path``, or None with the reason appended to ``tried``: a missing
+    file, a library that does not load, or whatever ``check(handle)`` reports ("" = fine)."""
+    if not os.path.exists(path):
+        tried.append(f"{path}: no such file")
+        return None
+    try:
+        handle = ctypes.CDLL(path)
+    except OSError as exc:
+        tried.append(f"{path}: not a loadable library ({exc})")
+        return None
+    problem = check(handle)
+    if problem:
+        tried.append(f"{path}: {problem}")
+        return None
+    return handle
+
+
 def _cuda_candidates() -> list[str]:
     """Where libtinytorch_cuda may be: TINYTORCH_CUDA_LIB (only there, if set), else beside
     the loaded libtinytorch (a build folder), beside this file, and in _lib_editable/."""
@@ -207,18 +225,14 @@ def load_cuda(refresh: bool = False):
     if _cuda_loaded is not None and not refresh:
         return _cuda_loaded
     tried = []
-    for path in _cuda_candidates():
-        if not os.path.exists(path):
-            tried.append(f"{path}: no such file")
-            continue
-        try:
-            handle = ctypes.CDLL(path)
-        except OSError as exc:
-            tried.append(f"{path}: not a loadable library ({exc})")
-            continue
+
+    def missing_symbol(handle):
         missing = [n for n in CUDA_PROTOTYPES if getattr(handle, n, None) is None]
-        if missing:
-            tried.append(f"{path}: symbol {missing[0]} is missing")
+        return f"symbol {missing[0]} is missing" if missing else ""
+
+    for path in _cuda_candidates():
+        handle = _open_library(path, tried, missing_symbol)
+        if handle is None:
             continue
         for fn_name, (restype, argtypes) in CUDA_PROTOTYPES.items():
             fn = getattr(handle, fn_name)
@@ -282,19 +296,15 @@ def _declare(handle) -> str:
 def _load() -> None:
     global lib, _path, _reason
     tried = []
+
+    def declare_all(handle):
+        missing = _declare(handle)
+        return f"built from an older or different runtime (symbol {missing} is missing)" if missing else ""
+
     for path in _candidates():
         _path = path
-        if not os.path.exists(path):
-            tried.append(f"{path}: no such file")
-            continue
-        try:
-            handle = ctypes.CDLL(path)
-        except OSError as exc:
-            tried.append(f"{path}: not a loadable library ({exc})")
-            continue
-        missing = _declare(handle)
-        if missing:
-            tried.append(f"{path}: built from an older or different runtime (symbol {missing} is missing)")
+        handle = _open_library(path, tried, declare_all)
+        if handle is None:
             continue
         lib = handle
         _reason = ""
@@ -409,3 +419,19 @@ def fused_kernel(path: str):
     fn.argtypes = [c_void_p, c_void_p, c_void_p, c_void_p]
     fn._tt_handle = handle  # keep the library mapped while the function lives
     return fn
+
+
+def libc_malloc_controls():
+    """(mallopt, gnu_get_libc_version) of the process's C library with their prototypes
+    declared (int mallopt(int, int); const char *gnu_get_libc_version(void)), or None where
+    the C library is not glibc. Used by _allocator.py (one binding declares every prototype)."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt, version = libc.mallopt, libc.gnu_get_libc_version
+    except (OSError, AttributeError):
+        return None
+    mallopt.argtypes = [c_int, c_int]
+    mallopt.restype = c_int
+    version.argtypes = []
+    version.restype = c_char_p
+    return mallopt, version

@@ -96,6 +96,17 @@ class Optimizer:
         ``p.data``; the others are skipped without creating state."""
         self.step_count += 1
         state = self.state
+        for p, g in self._with_grads():
+            s = state.get(p)
+            if s is None:
+                s = state[p] = {}
+            self._update(p, g, s)
+            bump_version(p)  # updated in place: a graph that saved p must not backward now
+
+    def _with_grads(self):
+        """(parameter, gradient) of every parameter that requires grad and has a ``.grad``, in
+        ``params`` order; ValueError when a gradient's shape differs from its parameter's."""
+        pairs = []
         for p in self.params:
             g = p.grad
             if g is None or not p.requires_grad:
@@ -103,11 +114,8 @@ class Optimizer:
             if g.shape != p.data.shape:
                 raise ValueError(f"{type(self).__name__}: grad shape {g.shape} does not match "
                                  f"parameter shape {p.data.shape}")
-            s = state.get(p)
-            if s is None:
-                s = state[p] = {}
-            self._update(p, g, s)
-            bump_version(p)  # updated in place: a graph that saved p must not backward now
+            pairs.append((p, g))
+        return pairs
 
     def _update(self, p, grad, state):
         raise NotImplementedError
@@ -289,15 +297,8 @@ class Adam(Optimizer):
         call of the kernel door's ``adam_step`` (one pass over each tensor, the runtime's
         kernel for float32)."""
         self.step_count += 1
-        todo = []
-        for p in self.params:
-            g = p.grad
-            if g is None or not p.requires_grad:
-                continue
-            if g.shape != p.data.shape:
-                raise ValueError(f"{type(self).__name__}: grad shape {g.shape} does not match "
-                                 f"parameter shape {p.data.shape}")
-            todo.append((p, g, _adam_moments(p.data, self.state.setdefault(p, {}))))
+        todo = [(p, g, _adam_moments(p.data, self.state.setdefault(p, {})))
+                for p, g in self._with_grads()]
         if not todo:
             return
         _acc.adam_step([p.data for p, _, _ in todo], [g for _, g, _ in todo],
