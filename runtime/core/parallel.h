@@ -31,11 +31,17 @@ inline void split_range(int64_t count, int parts, int index, int64_t *begin, int
 /* Threads for a row-wise elementwise kernel over rows x cols: one below
  * TT_ELEMENTWISE_PARALLEL_MIN elements (waking a team costs more than it saves), else up to
  * one per row. */
-inline int elementwise_threads(int64_t rows, int64_t cols) {
+/* Threads for memory-bound work of `work` elements cut into `parts` independent pieces:
+ * one below TT_ELEMENTWISE_PARALLEL_MIN elements (waking a team costs more than it saves) or
+ * with fewer than two pieces, else up to one per piece. */
+inline int memory_bound_threads(double work, int64_t parts) {
     const int nt = num_threads();
-    if (nt <= 1 || rows < 2 || (double)rows * (double)cols < (double)TT_ELEMENTWISE_PARALLEL_MIN)
-        return 1;
-    return (int)std::min<int64_t>(nt, rows);
+    if (nt <= 1 || parts < 2 || work < (double)TT_ELEMENTWISE_PARALLEL_MIN) return 1;
+    return (int)std::min<int64_t>(nt, parts);
+}
+
+inline int elementwise_threads(int64_t rows, int64_t cols) {
+    return memory_bound_threads((double)rows * (double)cols, rows);
 }
 
 /* Column sums over rows (grad_bias, grad_gamma, ...) add this many rows in float before

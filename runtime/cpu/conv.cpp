@@ -65,13 +65,6 @@ tt_status make_geometry(const char *fn, int64_t n, int64_t c, int64_t h, int64_t
     return TT_OK;
 }
 
-/* Threads for `work` elements split into `parts` independent pieces. */
-int threads_for(int64_t work, int64_t parts) {
-    const int nt = num_threads();
-    if (nt <= 1 || parts < 2 || work < (int64_t)TT_ELEMENTWISE_PARALLEL_MIN) return 1;
-    return (int)std::min<int64_t>(nt, parts);
-}
-
 /* The range [lo, hi) of output columns ow whose input column ow*s + j - p lies in [0, w). */
 void valid_range(int64_t j, int64_t s, int64_t p, int64_t w, int64_t ow, int64_t *lo, int64_t *hi) {
     /* ow*s + j - p >= 0  <=>  ow >= ceil((p - j) / s);   ow*s + j - p < w  <=>  ow <= (w - 1 + p - j) / s */
@@ -135,7 +128,7 @@ extern "C" TT_API tt_status tt_im2col(const float *x, int64_t n, int64_t c, int6
     tt::set_kernel_path("im2col:cpu");
     if (rows * row_len == 0) return TT_OK;
     if (x == nullptr || cols == nullptr) return tt::fail(TT_ERR_NULL_POINTER, "%s: x or cols is NULL", kFn);
-    const int nt = tt::threads_for(rows * row_len, rows);
+    const int nt = tt::memory_bound_threads((double)rows * row_len, rows);
     tt::parallel_ranges(rows, nt, [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t ch = r / (kh * kw), i = (r / kw) % kh, j = r % kw;
@@ -177,7 +170,7 @@ extern "C" TT_API tt_status tt_col2im(const float *cols, int64_t n, int64_t c, i
     if (planes * h * w == 0) return TT_OK;
     if (gx == nullptr || (pix > 0 && cols == nullptr))
         return tt::fail(TT_ERR_NULL_POINTER, "%s: cols or gx is NULL", kFn);
-    const int nt = tt::threads_for(planes * std::max(h * w, kh * kw * pix), planes);
+    const int nt = tt::memory_bound_threads((double)planes * std::max(h * w, kh * kw * pix), planes);
     tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
         for (int64_t p = p0; p < p1; ++p) {
             const int64_t b = p / c, ch = p % c;
@@ -217,7 +210,7 @@ extern "C" TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int6
     if (stride_n < 0 || stride_c < 0)
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: plane strides %lld, %lld must be >= 0", kFn,
                         (long long)stride_n, (long long)stride_c);
-    const int nt = tt::threads_for(planes * pix * kh * kw, planes);
+    const int nt = tt::memory_bound_threads((double)planes * pix * kh * kw, planes);
     tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
         for (int64_t p = p0; p < p1; ++p) {
             const float *plane = x + (p / c) * stride_n + (p % c) * stride_c;
@@ -279,7 +272,7 @@ extern "C" TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int
         if (argmax[q] < -1 || argmax[q] >= hw)
             return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: argmax[%lld]=%lld is outside the %lldx%lld plane",
                             kFn, (long long)q, (long long)argmax[q], (long long)h, (long long)w);
-    const int nt = tt::threads_for(in + out, planes);
+    const int nt = tt::memory_bound_threads((double)in + out, planes);
     tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
         for (int64_t p = p0; p < p1; ++p) {
             float *gp = grad_x + (p / c) * stride_n + (p % c) * stride_c;

@@ -62,13 +62,6 @@ const TrainKernels &train_kernels(tt_isa isa) {
     }
 }
 
-/* Threads for `elements` of memory-bound work. */
-int threads_for(int64_t elements, int64_t max_parts) {
-    const int nt = num_threads();
-    if (nt <= 1 || elements < (int64_t)TT_ELEMENTWISE_PARALLEL_MIN) return 1;
-    return (int)std::max<int64_t>(1, std::min<int64_t>(nt, max_parts));
-}
-
 bool finite_in(double x, double lo, double hi) { return std::isfinite(x) && x >= lo && x < hi; }
 
 tt_status check_ids(const char *fn, const int64_t *ids, int64_t n, int64_t vocab) {
@@ -147,7 +140,7 @@ extern "C" TT_API tt_status tt_adam_step(int64_t count, float *const *params,
         s.eps = (float)eps;
         return s;
     };
-    const int nt = tt::threads_for(total, total / 4096 + 1);
+    const int nt = tt::memory_bound_threads((double)total, total / 4096 + 1);
     tt::parallel_ranges(total, nt, [&](int64_t begin, int64_t end, int) {
         int64_t base = 0;
         for (int64_t t = 0; t < count && base < end; base += numel[t], ++t) {
@@ -174,7 +167,7 @@ extern "C" TT_API tt_status tt_embedding_forward(const float *weight, int64_t vo
     const tt::TrainKernels &k = tt::train_kernels(tt::active_isa());
     tt::set_kernel_path(k.gather_path);
     if (n == 0 || dim == 0) return TT_OK;
-    const int nt = tt::threads_for(n * dim, n);
+    const int nt = tt::memory_bound_threads((double)n * dim, n);
     tt::parallel_ranges(n, nt, [&](int64_t r0, int64_t r1, int) {
         for (int64_t i = r0; i < r1; ++i)
             std::memcpy(out + i * dim, weight + ids[i] * dim, (size_t)dim * sizeof(float));
@@ -199,7 +192,7 @@ extern "C" TT_API tt_status tt_embedding_backward(const float *grad_out, const i
     if (!accumulate && vocab > 0) std::memset(grad_weight, 0, (size_t)(vocab * dim) * sizeof(float));
     if (n == 0) return TT_OK;
     /* Column slices of at least 16 floats (a cache line's worth) per thread. */
-    const int nt = tt::threads_for(n * dim, dim / 16);
+    const int nt = tt::memory_bound_threads((double)n * dim, dim / 16);
     tt::parallel_ranges(dim, nt, [&](int64_t c0, int64_t c1, int) {
         if (c0 >= c1) return;
         for (int64_t i = 0; i < n; ++i)
@@ -215,7 +208,7 @@ extern "C" TT_API tt_status tt_relu_forward(const float *x, float *y, int64_t n)
     if (n > 0 && (x == nullptr || y == nullptr)) return tt::fail(TT_ERR_NULL_POINTER, "%s: x or y is NULL", kFn);
     const tt::TrainKernels &k = tt::train_kernels(tt::active_isa());
     tt::set_kernel_path(k.relu_path);
-    const int nt = tt::threads_for(n, n / 4096 + 1);
+    const int nt = tt::memory_bound_threads((double)n, n / 4096 + 1);
     tt::parallel_ranges(n, nt, [&](int64_t b, int64_t e, int) { k.relu(x + b, y + b, e - b); });
     return TT_OK;
 }
@@ -229,7 +222,7 @@ extern "C" TT_API tt_status tt_relu_backward(const float *y, const float *grad_y
         return tt::fail(TT_ERR_NULL_POINTER, "%s: y, grad_y or grad_x is NULL", kFn);
     const tt::TrainKernels &k = tt::train_kernels(tt::active_isa());
     tt::set_kernel_path(k.relu_backward_path);
-    const int nt = tt::threads_for(n, n / 4096 + 1);
+    const int nt = tt::memory_bound_threads((double)n, n / 4096 + 1);
     tt::parallel_ranges(n, nt, [&](int64_t b, int64_t e, int) {
         k.relu_backward(y + b, grad_y + b, grad_x + b, e - b);
     });
