@@ -32,8 +32,8 @@ from typing import Callable
 
 from .. import _native
 
-__all__ = ["Backend", "register", "unregister", "registered", "routes", "status", "refresh",
-           "all_backends", "use_native", "set_native_enabled", "native_enabled",
+__all__ = ["Backend", "register", "unregister", "registered", "routes", "status", "why_unused",
+           "refresh", "all_backends", "use_native", "set_native_enabled", "native_enabled",
            "last_path", "record_path", "record_native_path"]
 
 
@@ -113,6 +113,19 @@ def status(name: str) -> tuple:
             ok, detail = False, f"its probe failed: {exc!r}"
         _probed[name] = (bool(ok), str(detail))
     return _probed[name]
+
+
+def why_unused(name: str) -> str:
+    """Why the back end registered as ``name`` serves no call now: its probe's reason, or the
+    package's switch when the probe says it is usable.
+
+    Args:
+        name: registry name ("cuda", "mps", "triton", ...).
+    """
+    ok, why = status(name)
+    if ok:
+        return "native back ends are turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1)"
+    return why
 
 
 def routes(op: str) -> tuple:

@@ -47,10 +47,7 @@ _state = threading.local()
 
 
 def _why_not() -> str:
-    ok, why = _backends.status("cuda")
-    if ok:
-        return "native back ends are turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1)"
-    return why
+    return _backends.why_unused("cuda")
 
 
 def has_cuda_support() -> bool:

@@ -63,10 +63,7 @@ def _mode(op: str = "triton_bias_gelu") -> tuple:
     if _backends.routes(op):
         detail = _backends.status("triton")[1]
         return ("interpreter" if "interpreter" in detail else "gpu"), detail
-    ok, why = _backends.status("triton")
-    if ok:  # usable but not routed: the package's switch is off
-        return None, "native back ends are turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1)"
-    return None, why
+    return None, _backends.why_unused("triton")
 
 
 def _report(path: str, reason: str = "", copy_in: float = 0.0, kernel: float = 0.0,
