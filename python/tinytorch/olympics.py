@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
+from ._atomic import write_file
 from . import __version__
 from .core.activations import ReLU
 from .core.autograd import no_grad
@@ -196,6 +196,6 @@ def save_submission(submission: dict, filepath: str = "submission.json") -> str:
         submission: the dict from ``generate_submission``.
         filepath: where to write (default "submission.json").
     """
-    Path(filepath).write_text(json.dumps(submission, indent=2))
+    write_file(filepath, json.dumps(submission, indent=2))
     print(f"Submission saved to: {filepath}")
     return filepath

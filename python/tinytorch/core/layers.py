@@ -19,7 +19,9 @@ that forgets ``super().__init__()`` still works.
 
 State dicts map dotted names to NumPy arrays (copies); ``load_state_dict`` copies into
 the existing arrays (so an optimizer's references stay valid) and names the offending
-key and shapes on any mismatch. Files are written with ``np.savez`` and read with
+key and shapes on any mismatch, and refuses a dtype conversion that would change the
+values (core/state_files.py: complex, bool, integers out of range). Files are .npz archives
+written atomically (a crash mid-save keeps the previous file) and read with
 ``allow_pickle=False``.
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ import numpy as np
 from . import acceleration as _acc
 from .autograd import Function
 from .random import get_generator
+from .state_files import checked_cast, load_arrays, save_arrays
 from .tensor import Tensor
 
 __all__ = ["Parameter", "Layer", "Module", "Linear", "Sequential", "Dropout", "Flatten", "Identity",
@@ -212,20 +215,22 @@ class Layer:
             if value.shape != p.data.shape:
                 raise ValueError(f"load_state_dict: key {name!r} has shape {value.shape} in the state "
                                  f"but the parameter has shape {p.data.shape}")
-        for name, p in own.items():
-            if name in state:
-                np.copyto(p.data, np.asarray(state[name]), casting="unsafe")
+        converted = {name: checked_cast(state[name], p.data.dtype, f"load_state_dict: key {name!r}")
+                     for name, p in own.items() if name in state}
+        for name, value in converted.items():
+            np.copyto(own[name].data, value)
         return missing, unexpected
 
     def save(self, path) -> None:
-        """Write ``state_dict()`` to ``path`` with ``np.savez`` (NumPy adds .npz if missing)."""
-        np.savez(path, **self.state_dict())
+        """Write ``state_dict()`` to ``path`` as an .npz archive (".npz" is appended when
+        missing), atomically: a crash mid-save leaves the previous file intact."""
+        save_arrays(path, self.state_dict())
 
     def load(self, path, strict: bool = True):
         """Read a file written by ``save`` at ``path`` (no pickles) and
-        ``load_state_dict`` it with ``strict``; returns (missing_keys, unexpected_keys)."""
-        with np.load(path, allow_pickle=False) as f:
-            return self.load_state_dict({k: f[k] for k in f.files}, strict=strict)
+        ``load_state_dict`` it with ``strict``; returns (missing_keys, unexpected_keys).
+        ValueError when the file is not an .npz archive."""
+        return self.load_state_dict(load_arrays(path, "Layer.load"), strict=strict)
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         """Total number of parameter elements; only those with requires_grad when

@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .._atomic import write_file
 from .dataloader import Dataset as _DatasetBase
 from .tensor import KB_TO_BYTES  # noqa: F401  (upstream's name here; the one definition)
 
@@ -148,9 +149,8 @@ class Tokenizer:
         self._set_vocab(list(d["itos"]))
 
     def save(self, path) -> None:
-        """Write ``to_dict()`` as UTF-8 JSON to ``path``."""
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, ensure_ascii=False)
+        """Write ``to_dict()`` as UTF-8 JSON to ``path`` (atomically: the old file or the new)."""
+        write_file(path, json.dumps(self.to_dict(), ensure_ascii=False))
 
     @classmethod
     def load(cls, path) -> "Tokenizer":

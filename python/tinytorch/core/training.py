@@ -28,6 +28,7 @@ import numpy as np
 from . import random as tt_random
 from .autograd import no_grad
 from .optimizers import CosineAnnealingLR, LRScheduler, clip_grad_norm_
+from .state_files import checked_cast, load_arrays, save_arrays
 from .tensor import Tensor
 
 __all__ = ["Trainer", "CosineSchedule", "clip_grad_norm", "EpochScheduleLR",
@@ -244,32 +245,70 @@ class Trainer:
         if self.scheduler is not None:
             meta["scheduler"] = self.scheduler.state_dict()
         arrays["meta"] = np.array(json.dumps(meta, default=_json_default))
-        np.savez(path, **arrays)
+        save_arrays(path, arrays)
 
     def load_checkpoint(self, path) -> None:
         """Restore everything ``save_checkpoint`` wrote to ``path`` (no pickles), so training
-        continues exactly (dropout masks included); ValueError if it is not a checkpoint."""
-        with np.load(path, allow_pickle=False) as f:
-            data = {k: f[k] for k in f.files}
+        continues exactly (dropout masks included). All or nothing: the file is parsed and
+        checked first, and if applying any part still fails, model, optimizer, scheduler,
+        counters and RNG are put back as they were before the call. ValueError if it is not
+        a checkpoint (or not one of this model and optimizer)."""
+        data = load_arrays(path, "load_checkpoint")
         if "meta" not in data:
             raise ValueError(f"load_checkpoint: {path} is not a Trainer checkpoint (no 'meta' entry)")
-        meta = json.loads(str(data.pop("meta")))
-        self.model.load_state_dict({k[len("model/"):]: v for k, v in data.items() if k.startswith("model/")})
-        state = {}
-        for k, v in data.items():
-            if k.startswith("optim/"):
-                _, i, key = k.split("/", 2)
+        try:
+            meta = json.loads(str(data.pop("meta")))
+            model_state = {k[len("model/"):]: v for k, v in data.items() if k.startswith("model/")}
+            state = {}
+            for k, v in data.items():
+                if k.startswith("optim/"):
+                    _, i, key = k.split("/", 2)
+                    state.setdefault(int(i), {})[key] = v
+            for k, v in meta["optimizer"]["scalars"].items():
+                i, key = k.split("/", 1)
                 state.setdefault(int(i), {})[key] = v
-        for k, v in meta["optimizer"]["scalars"].items():
-            i, key = k.split("/", 1)
-            state.setdefault(int(i), {})[key] = v
-        self.optimizer.load_state_dict({"state": state, "hyper": meta["optimizer"]["hyper"],
-                                        "step_count": meta["optimizer"]["step_count"]})
-        if self.scheduler is not None and "scheduler" in meta:
-            self.scheduler.load_state_dict(meta["scheduler"])
-        self.epoch, self.global_step = meta["epoch"], meta["global_step"]
+            optim_state = {"state": state, "hyper": meta["optimizer"]["hyper"],
+                           "step_count": meta["optimizer"]["step_count"]}
+            counters = (int(meta["epoch"]), int(meta["global_step"]))
+            rng_state = meta["rng_state"]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"load_checkpoint: {path} has a malformed checkpoint entry ({e!r})") from None
+        params = self.optimizer.params
+        for i, per_param in state.items():
+            if not 0 <= i < len(params):
+                raise ValueError(f"load_checkpoint: {path} has optimizer state for parameter {i}, "
+                                 f"the optimizer has {len(params)}")
+            for key, v in per_param.items():
+                if isinstance(v, np.ndarray) and v.ndim:
+                    per_param[key] = checked_cast(v, params[i].data.dtype,
+                                                  f"load_checkpoint: optimizer state {i}/{key}")
+        before = self._snapshot()
+        try:
+            self.model.load_state_dict(model_state)
+            self.optimizer.load_state_dict(optim_state)
+            if self.scheduler is not None and "scheduler" in meta:
+                self.scheduler.load_state_dict(meta["scheduler"])
+            tt_random.set_rng_state(rng_state)
+        except BaseException:
+            self._restore(before)
+            raise
+        self.epoch, self.global_step = counters
         self.history = meta.get("history", self.history)
-        tt_random.set_rng_state(meta["rng_state"])
+
+    def _snapshot(self) -> tuple:
+        """Everything ``load_checkpoint`` changes, copied (to undo a failed load)."""
+        sched = None if self.scheduler is None else dict(self.scheduler.__dict__)
+        return (self.model.state_dict(), self.optimizer.state_dict(), sched,
+                tt_random.get_rng_state())
+
+    def _restore(self, snapshot: tuple) -> None:
+        model, optim, sched, rng = snapshot
+        self.model.load_state_dict(model)
+        self.optimizer.load_state_dict(optim)
+        if sched is not None:
+            self.scheduler.__dict__.clear()
+            self.scheduler.__dict__.update(sched)
+        tt_random.set_rng_state(rng)
 
 
 def _json_default(o):

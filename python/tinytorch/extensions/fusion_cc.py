@@ -34,6 +34,7 @@ import threading
 import numpy as np
 
 from .. import _native
+from .._atomic import write_file
 from ..core import acceleration as _acc
 
 __all__ = ["NativeProgram", "compiler", "cache_dir", "compile_source", "BASE_FLAGS",
@@ -184,19 +185,6 @@ def _sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(folder: str, name: str, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, os.path.join(folder, name))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def cache_key(identity: str, words: bytes, source: str, flags) -> str:
     """The cache key of one compiled program.
 
@@ -237,9 +225,9 @@ def compile_source(source: str, program_bytes: bytes, stats: dict | None = None)
     digest_path = os.path.join(folder, key + ".sha256")
     how = "compiled"
     if os.path.exists(so_path) and os.path.exists(digest_path):
-        with open(digest_path) as f:
+        with open(digest_path, "rb") as f:  # bytes: a corrupted digest is rebuilt, not a decode error
             want = f.read().strip()
-        if want == _sha256_file(so_path):
+        if want == _sha256_file(so_path).encode():
             fn = _native.fused_kernel(so_path)
             how = "cache-hit"
         else:
@@ -257,8 +245,8 @@ def compile_source(source: str, program_bytes: bytes, stats: dict | None = None)
                                    f"{done.stderr.strip()[:500]}")
             with open(out, "rb") as f:
                 data = f.read()
-        _write_atomic(folder, key + ".so", data)
-        _write_atomic(folder, key + ".sha256", (hashlib.sha256(data).hexdigest() + "\n").encode())
+        write_file(so_path, data, mode=0o600)
+        write_file(digest_path, (hashlib.sha256(data).hexdigest() + "\n").encode(), mode=0o600)
         # load what was just verified to be ours (another process may have replaced the file
         # with its own identical build meanwhile; the digest check covers that too)
         if _sha256_file(so_path) != hashlib.sha256(data).hexdigest():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 
+from .._atomic import write_file
 from .scalesim_config import ArrayConfig
 
 __all__ = ["topology_text", "config_text", "layout_text", "write_inputs", "scalesim_layer_name"]
@@ -126,6 +127,5 @@ def write_inputs(gemms, config: ArrayConfig, folder: str) -> dict:
              "layout": os.path.join(folder, "layout.csv")}
     texts = {"topology": topology_text(gemms), "config": config_text(config), "layout": layout_text()}
     for key, path in paths.items():
-        with open(path, "w") as f:
-            f.write(texts[key])
+        write_file(path, texts[key])
     return paths

@@ -30,6 +30,7 @@ import json
 import os
 import random
 
+from .._atomic import replacing, write_file
 from ..core.tokenization import Tokenizer
 
 __all__ = ["Corpus", "generate_tinypy", "generate_tinytalks", "MAX_CORPUS_BYTES"]
@@ -70,12 +71,11 @@ class Corpus:
         """
         folder = os.fspath(folder)
         os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, "train.txt"), "w", encoding="utf-8", newline="") as f:
+        with replacing(os.path.join(folder, "train.txt"), text=True, newline="") as f:
             f.write(self.train)
-        with open(os.path.join(folder, "heldout.json"), "w", encoding="utf-8") as f:
-            json.dump({"prompts": self.heldout, "names": self.heldout_names}, f, indent=1)
-        with open(os.path.join(folder, "manifest.json"), "w", encoding="utf-8") as f:
-            json.dump(self.manifest, f, indent=1, sort_keys=True)
+        write_file(os.path.join(folder, "heldout.json"),
+                   json.dumps({"prompts": self.heldout, "names": self.heldout_names}, indent=1))
+        write_file(os.path.join(folder, "manifest.json"), json.dumps(self.manifest, indent=1, sort_keys=True))
         return folder
 
 

@@ -10,20 +10,25 @@ contiguously on disk; ``np.memmap`` maps it once and the page cache does the I/O
 the same run one token later: two views of the map, no byte copied, no object per sample,
 wrapped as Tensors with ``Tensor.from_numpy`` (which does not copy either).
 
-File layout (format version 1, little-endian):
+File layout (format version 2, little-endian):
 
     8 bytes   magic b"TTSHARD\\0"
     4 bytes   uint32 length H of the JSON header
     H bytes   JSON header: format_version, dtype ("uint16" | "uint32"), token_count,
-              vocab_size, vocab_hash, checksum ("sha256:<hex>" of the payload), payload_offset
+              vocab_size, vocab_hash, checksum ("sha256:<hex>" of the payload), payload_offset,
+              header_checksum ("sha256:<hex>" of the other keys as sorted compact JSON)
     padding   zeros up to payload_offset (a multiple of 64)
     payload   token_count tokens of dtype
 
-``pack_tokens`` writes to a temporary file and renames it into place, so a reader never sees
-a half-written shard. ``TokenShard`` refuses, with a ValueError naming the problem and before
-it serves a single token, a wrong magic, an unreadable header, an unknown version or dtype, a
-payload whose size disagrees with the header (truncated file, wrong dtype), a checksum
-mismatch, a token outside the vocabulary and an unexpected vocabulary hash.
+``pack_tokens`` writes through ``tinytorch._atomic`` (a temporary file in the same folder,
+fsync'ed, given the old file's mode, renamed into place), so a reader never sees a
+half-written shard. ``TokenShard`` opens the path once and reads the size, the header and the
+memory map from that one descriptor: a reader racing a replace sees the old file or the new
+one, never one's header with the other's payload. It refuses, with a ValueError naming the
+problem and before it serves a single token, a wrong magic, an unreadable header, a header
+whose own checksum fails (an edited vocab_hash, say), an unknown version or dtype, a payload
+whose size disagrees with the header (truncated file, wrong dtype), a checksum mismatch, a
+token outside the vocabulary and an unexpected vocabulary hash.
 
 Batches: ``ShardDataset`` is a ``Dataset`` of non-overlapping (input, target) windows (a
 ``get_batch`` of consecutive indices is a view; other index sets are one fancy index, a copy).
@@ -33,7 +38,9 @@ epoch, reproducible from ``seed`` and the epoch number. Worker processes (``num_
 are started with ``spawn`` (a child forked after OpenMP has run in the parent can hang), in a
 ``ProcessPoolExecutor`` so that a worker which cannot start raises ``BrokenProcessPool`` instead
 of being respawned forever; each opens the shard itself and ships arrays back, which costs the
-copy that in-process loading avoids.
+copy that in-process loading avoids. A shard replaced on disk after the parent opened it is a
+ValueError from the iteration naming the file (a worker's own failure travels back with the
+first batch it is asked for; a worker that dies is a RuntimeError naming the shard).
 """
 from __future__ import annotations
 
@@ -42,17 +49,18 @@ import json
 import multiprocessing
 import os
 import struct
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
+from .._atomic import replacing
 from ..core.dataloader import Dataset
 from ..core.tensor import Tensor
 
 __all__ = ["pack_tokens", "TokenShard", "ShardDataset", "ShardBatcher", "vocab_hash", "FORMAT_VERSION"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAGIC = b"TTSHARD\0"
 _ALIGN = 64
 _DTYPES = {"uint16": np.uint16, "uint32": np.uint32}
@@ -77,6 +85,12 @@ def vocab_hash(vocabulary=None, vocab_size=None) -> str:
         raise TypeError(f"vocab_hash: vocabulary must be a sequence of str or a Tokenizer, "
                         f"got {type(vocabulary).__name__}")
     return hashlib.sha256(json.dumps(payload, ensure_ascii=True, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _header_checksum(header: dict) -> str:
+    """The seal of a header: SHA-256 of every key but itself, as sorted compact JSON."""
+    rest = {k: v for k, v in header.items() if k != "header_checksum"}
+    return "sha256:" + hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
 
 
 def _checked_tokens(tokens) -> np.ndarray:
@@ -120,52 +134,49 @@ def pack_tokens(tokens, path, vocab_size=None, vocabulary=None):
               "checksum": "sha256:" + hashlib.sha256(payload.data).hexdigest()}
     # payload_offset is part of the header, so size the header with a fixed-width offset field
     header["payload_offset"] = 0
+    header["header_checksum"] = _header_checksum(header)  # same length as the final one
     head_len = len(json.dumps(header, sort_keys=True).encode()) + 12  # room for the offset digits
     offset = -(-(len(MAGIC) + 4 + head_len) // _ALIGN) * _ALIGN
     header["payload_offset"] = offset
+    header["header_checksum"] = _header_checksum(header)
     text = json.dumps(header, sort_keys=True).encode()
     preamble = MAGIC + struct.pack("<I", len(text)) + text
     preamble += b"\0" * (offset - len(preamble))
     path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".shard-", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(preamble)
-            f.write(payload.data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with replacing(path) as f:
+        f.write(preamble)
+        f.write(payload.data)
     return path
 
 
-def _read_header(path: str, file_size: int) -> dict:
-    with open(path, "rb") as f:
-        magic = f.read(len(MAGIC))
-        if magic != MAGIC:
-            raise ValueError(f"TokenShard: {path} is not a token shard (magic {magic!r}, expected {MAGIC!r})")
-        raw = f.read(4)
-        if len(raw) != 4:
-            raise ValueError(f"TokenShard: {path} is truncated inside the header length")
-        (length,) = struct.unpack("<I", raw)
-        if length > min(_MAX_HEADER, file_size):
-            raise ValueError(f"TokenShard: {path} has a bad header (declared length {length} bytes)")
-        text = f.read(length)
+def _read_header(f, path: str, file_size: int) -> dict:
+    """The checked header of the shard open as ``f`` (positioned at 0)."""
+    magic = f.read(len(MAGIC))
+    if magic != MAGIC:
+        raise ValueError(f"TokenShard: {path} is not a token shard (magic {magic!r}, expected {MAGIC!r})")
+    raw = f.read(4)
+    if len(raw) != 4:
+        raise ValueError(f"TokenShard: {path} is truncated inside the header length")
+    (length,) = struct.unpack("<I", raw)
+    if length > min(_MAX_HEADER, file_size):
+        raise ValueError(f"TokenShard: {path} has a bad header (declared length {length} bytes)")
+    text = f.read(length)
     try:
         header = json.loads(text.decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"TokenShard: {path} has a bad header (not JSON: {e})") from None
     if not isinstance(header, dict):
         raise ValueError(f"TokenShard: {path} has a bad header (a JSON object is expected)")
+    if header.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"TokenShard: {path} has format version {header.get('format_version')!r}; "
+                         f"this reader knows version {FORMAT_VERSION} (pack the tokens again)")
     missing = [k for k in ("format_version", "dtype", "token_count", "vocab_size", "vocab_hash",
-                           "checksum", "payload_offset") if k not in header]
+                           "checksum", "payload_offset", "header_checksum") if k not in header]
     if missing:
         raise ValueError(f"TokenShard: {path} has a bad header (missing {missing})")
-    if header["format_version"] != FORMAT_VERSION:
-        raise ValueError(f"TokenShard: {path} has format version {header['format_version']!r}; "
-                         f"this reader knows version {FORMAT_VERSION}")
+    if header["header_checksum"] != _header_checksum(header):
+        raise ValueError(f"TokenShard: {path} fails its header checksum: the header was edited or "
+                         "corrupted")
     if header["dtype"] not in _DTYPES:
         raise ValueError(f"TokenShard: {path} declares dtype {header['dtype']!r}; "
                          f"expected one of {sorted(_DTYPES)}")
@@ -199,8 +210,20 @@ class TokenShard:
         self.expected_vocab_hash = expected_vocab_hash
         if not os.path.isfile(self.path):
             raise ValueError(f"TokenShard: no such shard file: {self.path}")
-        size = os.path.getsize(self.path)
-        header = _read_header(self.path, size)
+        # one descriptor for the size, the header and the map: a concurrent replace of the
+        # path cannot pair one file's header with another's payload
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            raise ValueError(f"TokenShard: no such shard file: {self.path}") from None
+        with f:
+            self._open(f)
+
+    def _open(self, f):
+        """Check and map the shard open as ``f`` (everything read from that descriptor)."""
+        expected_vocab_hash = self.expected_vocab_hash
+        size = os.fstat(f.fileno()).st_size
+        header = _read_header(f, self.path, size)
         dtype = np.dtype(_DTYPES[header["dtype"]]).newbyteorder("<")
         expected = header["payload_offset"] + header["token_count"] * dtype.itemsize
         if size != expected:
@@ -213,7 +236,7 @@ class TokenShard:
         if expected_vocab_hash is not None and header["vocab_hash"] != expected_vocab_hash:
             raise ValueError(f"TokenShard: {self.path} was packed for vocabulary {header['vocab_hash']}, "
                              f"expected {expected_vocab_hash}")
-        tokens = np.memmap(self.path, dtype=dtype, mode="r", offset=header["payload_offset"],
+        tokens = np.memmap(f, dtype=dtype, mode="r", offset=header["payload_offset"],
                            shape=(header["token_count"],))
         if self.verify:
             digest = "sha256:" + hashlib.sha256(tokens).hexdigest()
@@ -259,11 +282,12 @@ class TokenShard:
 
     def __getstate__(self):
         return {"path": self.path, "verify": False, "expected_vocab_hash": self.expected_vocab_hash,
-                "checksum": self.header["checksum"]}
+                "header_checksum": self.header["header_checksum"]}
 
     def __setstate__(self, state):
         self.__init__(state["path"], verify=state["verify"], expected_vocab_hash=state["expected_vocab_hash"])
-        if self.header["checksum"] != state["checksum"]:
+        # the header seals the payload checksum too: equal seals, the same shard
+        if self.header["header_checksum"] != state["header_checksum"]:
             raise ValueError(f"TokenShard: {self.path} changed on disk since it was opened")
 
     def __repr__(self):
@@ -341,15 +365,23 @@ class ShardDataset(Dataset):
 
 # worker-process state (spawned children import this module fresh)
 _worker_shard = None
+_worker_error = None
 
 
 def _worker_open(shard_state):
-    global _worker_shard
-    _worker_shard = TokenShard.__new__(TokenShard)
-    _worker_shard.__setstate__(shard_state)
+    # an initializer that raises only breaks the pool (BrokenProcessPool, no reason given):
+    # keep the error and raise it from the first task, which carries it to the parent
+    global _worker_shard, _worker_error
+    try:
+        _worker_shard = TokenShard.__new__(TokenShard)
+        _worker_shard.__setstate__(shard_state)
+    except ValueError as e:
+        _worker_error = e
 
 
 def _worker_batch(task):
+    if _worker_error is not None:
+        raise _worker_error
     start, rows, context = task
     x, y = _worker_shard.window_batch(start, rows, context)
     return np.array(x), np.array(y)  # the pipe pickles them anyway; own the bytes explicitly
@@ -430,5 +462,8 @@ class ShardBatcher:
         try:
             for x, y in pool.map(_worker_batch, [(s, r, self.context) for s, r in plan]):
                 yield Tensor.from_numpy(x), Tensor.from_numpy(y)
+        except BrokenProcessPool as e:
+            raise RuntimeError(f"ShardBatcher: a worker process reading {self.shard.path} died "
+                               f"({e})") from e
         finally:
             pool.shutdown(wait=True, cancel_futures=True)

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._atomic import save_figure, write_file
 from ..core.autograd import no_grad
 from ..core.random import get_generator
 from ..core.tensor import MB_TO_BYTES, Tensor
@@ -281,7 +282,7 @@ class BenchmarkSuite:
             lines.append(f"- {label}: {best}" if best else f"- {label}: n/a (not measured)")
         lines += ["", "Timings were taken on the machine above; a loaded machine inflates them."]
         text = "\n".join(lines) + "\n"
-        (self.output_dir / "benchmark_report.md").write_text(text)
+        write_file(self.output_dir / "benchmark_report.md", text)
         return text
 
     def _pyplot(self):
@@ -319,7 +320,7 @@ class BenchmarkSuite:
         path = None
         if save_plots:
             path = self.output_dir / "benchmark_comparison.png"
-            fig.savefig(path, dpi=100)
+            save_figure(fig, path, dpi=100)
         plt.close(fig)
         return path
 
@@ -346,7 +347,7 @@ class BenchmarkSuite:
         ax.set_xlabel(x_metric)
         ax.set_ylabel(y_metric)
         path = self.output_dir / f"pareto_{x_metric}_vs_{y_metric}.png"
-        fig.savefig(path, dpi=100)
+        save_figure(fig, path, dpi=100)
         plt.close(fig)
         return path
 
@@ -468,7 +469,7 @@ class TinyMLPerf:
                               "undetermined_benchmarks": len(undetermined),
                               "compliance_rate": (len(passed) / decided) if decided else None,
                               "compliant_benchmark_names": passed}}
-        Path(output_path).write_text(json.dumps(report, indent=2))
+        write_file(output_path, json.dumps(report, indent=2))
         lines = ["# TinyMLPerf Compliance Report", f"Model: {model_name}", f"Date: {report['timestamp']}", ""]
         rate = report["summary"]["compliance_rate"]
         lines.append(f"Compliance Rate: {'n/a' if rate is None else f'{rate:.1%}'} "
@@ -484,7 +485,7 @@ class TinyMLPerf:
             lines.append(f"- **{k}**: error: {msg}")
         text = "\n".join(lines) + "\n"
         base, _ = os.path.splitext(str(output_path))
-        Path(base + "_summary.md").write_text(text)
+        write_file(base + "_summary.md", text)
         return text
 
 

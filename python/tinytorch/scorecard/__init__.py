@@ -7,9 +7,13 @@ gemm, gelu, attention, offload, scalesim), each with ``run(ctx) -> SectionResult
 results.py). The runner imports a section's module only when it runs (so a broken or slow
 import costs nothing to the others), gives it a progress bar, and turns any exception into a
 "failed" section with the error, so one failure never loses the rest of the card. A section
-whose extension or device is missing reports "unavailable: <reason>" itself. At the end it
-writes ``scorecard.md`` and the sections' PNG plots into ``--out`` and prints the claim
-tables. Estimates (seconds, quick / full, measured on a loaded 2-core machine) drive the ETA.
+whose extension or device is missing reports "unavailable: <reason>" itself. Before measuring
+it checks that ``--out`` is a folder it can write (a ValueError naming it otherwise, so a bad
+path costs nothing) and measures this machine's ceilings once (peak.py: the FMA peak and the
+copy bandwidth, which every speed is printed against). At the end it prints the claim tables
+first, then writes ``scorecard.md`` (the sections wrote their PNG plots as they ran), so a
+failed write never loses the results. Estimates (seconds, quick / full, measured on a loaded
+2-core machine) drive the ETA.
 
 Every measurement lives in its section's module; benchmarks/*.py call those functions for
 their larger reports, so each figure is measured by one piece of code.
@@ -23,10 +27,12 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from .._atomic import write_file
+from .peak import measure_ceilings
 from .progress import RunProgress
 from .results import Context, SectionResult
 
-__all__ = ["Section", "SECTIONS", "run_scorecard", "section_names"]
+__all__ = ["Section", "SECTIONS", "run_scorecard", "section_names", "check_output_folder"]
 
 
 @dataclass(frozen=True)
@@ -86,15 +92,37 @@ def _run_one(section: Section, ctx: Context) -> SectionResult:
     return result
 
 
+def check_output_folder(out: str) -> str:
+    """Create ``out`` if needed and prove it writable (a probe file is written and removed);
+    returns it. ValueError naming the folder and the reason otherwise.
+
+    Args:
+        out: the output folder.
+    """
+    if not str(out).strip():
+        raise ValueError("the scorecard's output folder is empty: give a folder name")
+    try:
+        os.makedirs(out, exist_ok=True)
+        probe = os.path.join(out, f".tinytorch-write-probe-{os.getpid()}")
+        with open(probe, "w") as f:
+            f.write("probe")
+        os.remove(probe)
+    except OSError as exc:
+        raise ValueError(f"cannot write the scorecard into {out!r}: {exc.strerror or exc}") from None
+    return out
+
+
 def run_scorecard(quick: bool = False, only=None, out: str = "scorecard", use_tqdm: bool = True,
                   stream=None, command: str | None = None) -> list:
     """Run the selected sections, write ``out/scorecard.md`` and the plots, print the claim
     tables to ``stream``; returns the SectionResults.
 
     Args:
-        quick: the small variant of every section (about 3 minutes in all on 2 cores).
+        quick: the small variant of every section (about 40 s in all on a 2-core machine).
         only: section names to run (None: all); unknown names raise ValueError.
-        out: the output folder (created).
+        out: the output folder (created); one that cannot be written raises ValueError before
+            anything is measured, and a write that fails at the end raises OSError after the
+            tables were printed.
         use_tqdm: tqdm progress bars when tqdm is installed (False: plain lines).
         stream: where the tables are printed (stdout by default); progress goes to stderr.
         command: the command line to record in the file (default: this process's argv).
@@ -107,14 +135,17 @@ def run_scorecard(quick: bool = False, only=None, out: str = "scorecard", use_tq
         raise ValueError(f"unknown scorecard section(s) {unknown}; choose from {section_names()}")
     names = [n for n in section_names() if n in names]  # registry order, no repeats
     stream = stream or sys.stdout
-    os.makedirs(out, exist_ok=True)
+    check_output_folder(out)
     plots_note = report.plotting_unavailable()
-    machine_md = machine.machine_lines()
+    missing = machine.missing_sentence()
+    import tinytorch
+    started = time.perf_counter()
+    ceilings = measure_ceilings(max(1, tinytorch.get_num_threads()), quick=True)
+    machine_md = machine.machine_lines() + ceilings.lines() + ([f"- {missing}"] if missing else [])
     estimates = {n: SECTIONS[n].quick_seconds if quick else SECTIONS[n].full_seconds for n in names}
     progress = RunProgress(estimates, use_tqdm=use_tqdm)
-    ctx = Context(quick=quick, out=out, progress=progress.bar, plots_enabled=not plots_note)
+    ctx = Context(quick=quick, out=out, progress=progress.bar, plots_enabled=not plots_note, ceilings=ceilings)
     results = []
-    started = time.perf_counter()
     for name in names:
         progress.begin(name)
         result = _run_one(SECTIONS[name], ctx)
@@ -123,12 +154,16 @@ def run_scorecard(quick: bool = False, only=None, out: str = "scorecard", use_tq
     seconds = time.perf_counter() - started
     command = command or " ".join(["tinytorch"] + sys.argv[1:])
     text = report.scorecard_markdown(results, machine_md, command, quick, plots_note, seconds)
-    path = os.path.join(out, "scorecard.md")
-    with open(path, "w") as f:
-        f.write(text)
     print(report.terminal_summary(results, machine_md), file=stream)
     if plots_note:
         print(f"\nno plots: {plots_note}", file=stream)
+    stream.flush()  # the tables are out before the file is tried
+    path = os.path.join(out, "scorecard.md")
+    try:
+        write_file(path, text)
+    except OSError as exc:
+        raise OSError(exc.errno, f"could not write {path} ({exc.strerror or exc}); the tables above are "
+                                 "this run's results") from None
     written = [path] + [p for r in results for p in r.plots]
     print(f"\nwrote {', '.join(written)} ({seconds:.0f} s)", file=stream)
     return results

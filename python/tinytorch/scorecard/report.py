@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import time
 
+from .._atomic import save_figure
+
 __all__ = ["plotting_unavailable", "save_bar_plot", "save_line_plot", "claims_table",
            "section_markdown", "scorecard_markdown", "terminal_summary"]
 
@@ -57,7 +59,7 @@ def save_bar_plot(path: str, labels, values, title: str, xlabel: str, log: bool 
     ax.set_xlabel(xlabel)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -93,7 +95,7 @@ def save_line_plot(path: str, x, series: dict, title: str, xlabel: str, ylabel: 
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
