@@ -16,11 +16,12 @@ it runs) and gets from here, and nowhere else:
   timing       ``measure_rounds`` (median over rounds of per-contender blocks: kernels) and
                ``time_steps`` (one call at a time in alternating rounds: training steps), with
                ``spread`` for median / p10 / p90.
-  ceilings     ``fma_peaks`` builds and runs peak.c (FMA peak per ISA and thread count),
+  ceilings     ``fma_peaks`` builds and runs the package's peak.c (FMA peak per ISA and thread count),
                ``fma_ceiling`` and ``percent_of_peak`` turn it into a "% of peak" that flags
                figures above 100 % instead of printing them; ``copy_bandwidth``.
-  options      ``arguments`` / ``parse``: --threads, --quick and --out (a folder or a .md
-               file) in every script, with the same meaning.
+  options      ``arguments`` / ``parse``: --threads, --quick, --out (a folder or a .md file)
+               and --save in every script, with the same meaning. Without --out a report goes to
+               build/benchmarks/ (scratch); --save writes the committed record in benchmarks/results/.
   reports      ``write_report`` (title, command, machine, body), ``table`` (Markdown).
   kernels      ``require_native``: the loaded library, through acceleration's door, for the
                scripts that time a kernel into a preallocated output; ``optimizer_state_bytes``.
@@ -37,16 +38,16 @@ import importlib
 import importlib.metadata
 import os
 import platform
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
+# Where a run writes unless --save or --out says otherwise: build/ is git-ignored scratch, so
+# trying a script never overwrites the committed records in benchmarks/results/.
+SCRATCH = os.path.join(os.path.dirname(HERE), "build", "benchmarks")
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
 import tinytorch  # noqa: E402
@@ -56,6 +57,8 @@ from tinytorch import native  # noqa: E402
 from tinytorch.scorecard.machine import _cpuinfo, _lscpu, blas_description, cpu_model  # noqa: E402,F401
 from tinytorch.scorecard.measure import (  # noqa: E402,F401
     SETTLE_SECONDS, Threads, measure_rounds, optimizer_state_bytes, time_steps)
+from tinytorch.scorecard.peak import (  # noqa: E402,F401
+    copy_bandwidth, fma_ceiling, fma_peaks, merge_peaks, percent_of_peak)
 
 try:
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -117,8 +120,8 @@ def machine_lines(threads=None) -> list[str]:
     caches = ", ".join(f"{k} {cpu[k]}" for k in ("L2 cache", "L3 cache") if k in cpu)
     info = native.info()
     runtime = (f"{info.get('version')}, ISA active `{info.get('isa_active')}` (detected "
-               f"{info.get('isa_detected')}, compiled {info.get('isas_compiled')}), OpenMP "
-               f"{info.get('openmp')}, compiler {info.get('compiler')}" if info.get("available")
+               f"{info.get('isa_detected')}, compiled {info.get('isas_compiled')}), threads "
+               f"{info.get('threads')} from {info.get('threads_source')}, compiler {info.get('compiler')}" if info.get("available")
                else f"not loaded ({info.get('reason')}): NumPy fallbacks")
     try:
         torch_version = importlib.metadata.version("torch")
@@ -159,68 +162,8 @@ def spread(samples) -> tuple[float, float, float]:
 
 # ----------------------------------------------------------------------------- ceilings
 
-def fma_peaks(max_threads: int, seconds: float = 0.25, trials: int = 3) -> dict:
-    """{threads: {isa: {placement: GFLOP/s}}} for 1..max_threads from peak.c, the best trial
-    of each; placement is "free", "pinned" (both per wall-clock second) or "pinned-cputime"
-    (per second of CPU time: what a loaded shared machine cannot take away). {} without a C
-    compiler or off x86-64. See peak.c for how and why."""
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
-    if cc is None or platform.machine() not in ("x86_64", "AMD64"):
-        return {}
-    with tempfile.TemporaryDirectory() as tmp:
-        exe = os.path.join(tmp, "peak")
-        build = subprocess.run([cc, "-O2", "-o", exe, os.path.join(HERE, "peak.c"), "-lpthread"],
-                               capture_output=True, text=True)
-        if build.returncode != 0:
-            print(f"peak.c did not build:\n{build.stderr}", file=sys.stderr)
-            return {}
-        out = subprocess.run([exe, str(max_threads), str(seconds), str(trials)],
-                             capture_output=True, text=True)
-    peaks: dict = {}
-    for line in out.stdout.splitlines():
-        parts = line.split()  # peak <isa> <threads> <placement> <GFLOP/s>
-        if len(parts) == 5 and parts[0] == "peak":
-            peaks.setdefault(int(parts[2]), {}).setdefault(parts[1], {})[parts[3]] = float(parts[4])
-    return peaks
-
-
-def merge_peaks(*measurements: dict) -> dict:
-    """The larger figure of each (threads, isa, placement) over several fma_peaks() results."""
-    merged: dict = {}
-    for peaks in measurements:
-        for nt, per_isa in peaks.items():
-            for isa, per_placement in per_isa.items():
-                into = merged.setdefault(nt, {}).setdefault(isa, {})
-                for placement, g in per_placement.items():
-                    into[placement] = max(into.get(placement, 0.0), g)
-    return merged
-
-
-def fma_ceiling(peaks: dict, threads: int):
-    """(GFLOP/s, isa) that no code on `threads` threads can beat: the best ISA and placement,
-    and the best of 1..threads threads (a program given n threads may use fewer, and clocks
-    drop with more busy cores). (None, None) when nothing was measured."""
-    return max(((g, isa) for nt, per_isa in peaks.items() if nt <= threads
-                for isa, per_placement in per_isa.items() for g in per_placement.values()),
-               default=(None, None))
-
-
-def percent_of_peak(gflops: float, ceiling) -> str:
-    """'77%', or a flag when the figure exceeds the measured ceiling: that says the ceiling was
-    measured too low (a loaded machine, a missing ISA), not that the code beat the hardware."""
-    if not ceiling:
-        return "n/a"
-    if gflops > ceiling:
-        return ">100% (peak under-measured)"
-    return f"{100 * gflops / ceiling:.0f}%"
-
-
-def copy_bandwidth(nbytes: int = 381 * 2 ** 20, rounds: int = 5) -> float:
-    """GB/s of np.copyto between two preallocated arrays, counting read + write bytes."""
-    src = np.ones(nbytes // 4, np.float32)
-    dst = np.empty_like(src)
-    t = measure_rounds({"copy": lambda: np.copyto(dst, src)}, rounds, block_time=0.5)["copy"]
-    return 2 * nbytes / t / 1e9
+# fma_peaks, merge_peaks, fma_ceiling, percent_of_peak, copy_bandwidth: the package's
+# (tinytorch.scorecard.peak, with peak.c beside it), imported above.
 
 
 # ----------------------------------------------------------------------------- reports
@@ -231,7 +174,9 @@ def arguments(doc: str, report_name: str, threads=1, quick: dict | None = None) 
                  measure in turn ("1,2" or "1 2")
       --quick    a smoke run: parse() sets every attribute named in `quick` to its value there
                  (the smallest sizes the script allows), overriding the other options
-      --out      a folder, or a .md file, for the report and its figures"""
+      --out      a folder, or a .md file, for the report and its figures
+      --save     write into benchmarks/results/ (the committed records) instead of the scratch
+                 folder build/benchmarks/ that a run without --out uses"""
     ap = argparse.ArgumentParser(description=doc.strip().split("\n")[0])
     if isinstance(threads, list):
         ap.add_argument("--threads", type=thread_counts, nargs="+", default=[threads],
@@ -241,8 +186,11 @@ def arguments(doc: str, report_name: str, threads=1, quick: dict | None = None) 
     quick = dict(quick or {})
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run" + (": " + ", ".join(f"{k}={v}" for k, v in quick.items()) if quick else ""))
-    ap.add_argument("--out", default=os.path.join(RESULTS, report_name),
-                    help=f"report file (.md) or folder (default: benchmarks/results/{report_name})")
+    ap.add_argument("--out", default=None,
+                    help=f"report file (.md) or folder (default: build/benchmarks/{report_name}; "
+                         f"with --save benchmarks/results/{report_name})")
+    ap.add_argument("--save", action="store_true",
+                    help="write the committed record in benchmarks/results/ (when --out is not given)")
     ap.set_defaults(report_name=report_name, quick_overrides=quick)
     return ap
 
@@ -256,6 +204,8 @@ def parse(ap: argparse.ArgumentParser) -> argparse.Namespace:
             setattr(args, name, value)
     if isinstance(args.threads, list):
         args.threads = sorted({n for group in args.threads for n in group})
+    if args.out is None:
+        args.out = RESULTS if args.save else SCRATCH
     args.report = report_path(args.out, args.report_name)
     return args
 
@@ -274,10 +224,19 @@ def command() -> str:
     return " ".join(["python", script] + sys.argv[1:])
 
 
+def ceiling_lines(threads=None) -> list[str]:
+    """This machine's measured FMA peak (1..max(threads) threads) and copy bandwidth as bullets,
+    so every report names the ceilings its speeds are relative to (tinytorch.scorecard.peak)."""
+    from tinytorch.scorecard.peak import measure_ceilings
+    counts = threads if isinstance(threads, (list, tuple)) else [threads or 1]
+    return measure_ceilings(max(counts), quick=True).lines()
+
+
 def write_report(path: str, title: str, body: list[str], threads=None) -> str:
-    """Writes '# title', the command, the machine, then `body` (Markdown lines); returns the text."""
+    """Writes '# title', the command, the machine and its measured ceilings, then `body`
+    (Markdown lines); returns the text."""
     lines = [f"# {title}", "", f"Command: `{command()}`", "", "## Machine", ""]
-    lines += machine_lines(threads) + [""] + list(body)
+    lines += machine_lines(threads) + ceiling_lines(threads) + [""] + list(body)
     text = "\n".join(lines).rstrip("\n") + "\n"
     with open(path, "w") as f:
         f.write(text)

@@ -24,7 +24,7 @@ threads distort the timings.
 
 Usage: python benchmarks/bench_checkpoint.py [--T 256] [--D 256] [--layers 16 32 64] [--repeats 3]
        [--threads 1] [--quick] [--out PATH]
-Writes benchmarks/results/bench_checkpoint.md (or --out).
+Writes build/benchmarks/bench_checkpoint.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

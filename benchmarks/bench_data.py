@@ -33,7 +33,7 @@ per-sample copies included; NumPy registers its data buffers with tracemalloc, P
 allocator is not traced).
 
 Targets (the issue's): the memmap reader at least 10x the pickle-per-sample loader and at least
-the nanoGPT-style reader, with zero bytes copied, on one core. Writes benchmarks/results/bench_data.md.
+the nanoGPT-style reader, with zero bytes copied, on one core. Writes build/benchmarks/bench_data.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

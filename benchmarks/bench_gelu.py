@@ -17,7 +17,7 @@ Each contender is timed in blocks after a pause, rounds cycling through the cont
 
 Targets checked in the report (not asserted): fused >= 3x faster than PyTorch and >= 6x
 faster than unfused NumPy at 4096 x 768 on one thread; within 1.5x of the copy time at
-16384 x 4096. Writes benchmarks/results/bench_gelu.md (or --out) and bench_gelu.png next to it.
+16384 x 4096. Writes build/benchmarks/bench_gelu.md (benchmarks/results/ with --save, or --out) and bench_gelu.png next to it.
 """
 from __future__ import annotations
 

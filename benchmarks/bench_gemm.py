@@ -10,7 +10,7 @@ Measures, on 1 and 2 threads, C = A @ B for square N = 256 .. 4096 (GFLOP/s = 2 
                 the BLAS kernel NumPy runs is reported (OPENBLAS_CORETYPE and friends are
                 taken as the environment sets them);
   * PyTorch     torch.matmul with out= on CPU, same threads (when installed);
-and the ceiling: the FMA peak of a register-only loop (benchmarks/peak.c) for every thread
+and the ceiling: the FMA peak of a register-only loop (tinytorch/scorecard/peak.c) for every thread
 count up to the largest asked for, every ISA the CPU enables, threads pinned and not, per
 wall-clock and per CPU second (the latter is what load from other processes cannot lower); the
 "% of FMA peak" of a thread count is taken against the best of those at that many threads or
@@ -26,8 +26,8 @@ pool (OpenBLAS workers spin ~0.1 s after a call, which halved the 2-thread speed
 ran next when calls were interleaved one by one). The whole measurement is repeated (--runs)
 and the spread between runs is reported.
 
-Writes benchmarks/results/bench_gemm.md (or --out) and, next to it, bench_gemm.png (GFLOP/s
-vs N) and bench_gemm_scorecard.png.
+Writes build/benchmarks/bench_gemm.md (benchmarks/results/ with --save, or --out) and, next to
+it, bench_gemm.png (GFLOP/s vs N) and bench_gemm_scorecard.png.
 """
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def main():
         ceilings = {nt: C.fma_ceiling(peaks, nt) for nt in args.threads}
     still_over = over_ceiling(all_runs, ceilings)
 
-    lines = ["Measured ceilings (register-only FMA loop, benchmarks/peak.c: all threads at once over one "
+    lines = ["Measured ceilings (register-only FMA loop, tinytorch/scorecard/peak.c: all threads at once over one "
              "time window; per wall-clock second with the threads free and pinned, and per CPU second pinned, "
              "which load from other processes cannot lower; the best of each over the trials):", ""]
     lines += peak_lines(peaks, args.threads)
@@ -211,7 +211,8 @@ def main():
                   for n in args.sizes if 256 <= n <= 4096}
         if ratios:
             worst = min(ratios, key=ratios.get)
-            lines.append(f"- {nt} thread(s): tinytorch / OpenBLAS at N = 256..4096 is "
+            measured = ", ".join(map(str, sorted(ratios))) if len(ratios) <= 3 else f"{min(ratios)}..{max(ratios)}"
+            lines.append(f"- {nt} thread(s): tinytorch / OpenBLAS at N = {measured} is "
                          f"{min(ratios.values()):.2f}..{max(ratios.values()):.2f} (median of runs; "
                          f"lowest at N={worst}; target >= 0.95 everywhere, > 1 somewhere)")
     if 2048 in args.sizes and 1 in args.threads and ceilings[1][0]:

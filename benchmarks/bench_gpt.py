@@ -17,7 +17,7 @@ the floor any NumPy-backed framework sits on. bench_kv_cache.py reuses this file
 definitions (CONFIG, build_torch_gpt).
 
 Usage: python benchmarks/bench_gpt.py [--threads N] [--steps 3] [--rounds 2] [--quick] [--out PATH]
-Writes benchmarks/results/bench_gpt.md (or --out).
+Writes build/benchmarks/bench_gpt.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

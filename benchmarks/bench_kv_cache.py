@@ -13,7 +13,7 @@ Both TinyTorch paths must produce the same tokens (checked). Each configuration 
 speed-up of the cache.
 
 Usage: python benchmarks/bench_kv_cache.py [--threads N] [--new 96] [--repeats 3] [--quick] [--out PATH]
-Writes benchmarks/results/bench_kv_cache.md (or --out).
+Writes build/benchmarks/bench_kv_cache.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

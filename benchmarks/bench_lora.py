@@ -19,7 +19,7 @@ threads make every GEMM several times slower and the timings meaningless.
 
 Usage: python benchmarks/bench_lora.py [--quick] [--threads 1] [--out PATH]
 (--quick: fewer training steps and a 1024 x 4096 projection, a smoke run.)
-Writes benchmarks/results/bench_lora.md (or --out).
+Writes build/benchmarks/bench_lora.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ Single-threaded by default (--threads): on a shared 2-core machine, spinning BLA
 threads distort the timings.
 
 Usage: python benchmarks/bench_loss_scaling.py [--steps 150] [--threads 1] [--quick] [--out PATH]
-Writes benchmarks/results/bench_loss_scaling.md (or --out).
+Writes build/benchmarks/bench_loss_scaling.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ runtime's GEMMs win on the model, not only on squares. Batched products are time
 contiguous operands of the recorded shapes (the step may pass strided views).
 
 Usage: python benchmarks/bench_model_gemms.py [--threads 1,2] [--rounds 5] [--quick] [--out PATH]
-Writes benchmarks/results/bench_model_gemms.md (or --out).
+Writes build/benchmarks/bench_model_gemms.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

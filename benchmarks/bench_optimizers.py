@@ -11,7 +11,7 @@
 Same initial weights and the same batches for every run. Single-threaded by default
 (--threads): on a shared 2-core machine, spinning BLAS/OpenMP threads distort the timings. Usage:
 python benchmarks/bench_optimizers.py [--steps 300] [--gpt-steps 150] [--threads 1] [--quick] [--out PATH]
-Writes benchmarks/results/bench_optimizers.md (or --out).
+Writes build/benchmarks/bench_optimizers.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ TinyGPT's weight products when every DRAM interface is limited to 10 words/cycle
 and 128 kB SRAMs; a PNG of the totals. Cycle counts are deterministic (the host's load changes only the wall times).
 
 Usage: python benchmarks/bench_scalesim.py [--quick] [--out PATH] [--timeout S]
-Writes benchmarks/results/bench_scalesim.md and bench_scalesim.png (or --out).
+Writes build/benchmarks/bench_scalesim.md and bench_scalesim.png (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ Budget: --seconds of training time (default 60), counted as the process's CPU se
 thread (--budget-clock cpu: single-core time, which other work on a shared machine cannot take
 away; --budget-clock wall counts elapsed time); evaluation time is counted apart. Milestone
 floor: at least 1 of 7 held-out prompts valid; aim: at least 5 of 7. Writes
-benchmarks/results/bench_tinyverse_gate.md and bench_tinyverse_gate.png (validity and loss vs step).
+build/benchmarks/bench_tinyverse_gate.md and bench_tinyverse_gate.png (validity and loss vs step;
+benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ same count (_common.Threads); --threads takes a comma-separated list (default "1
 and each count is measured in turn.
 
 Usage: python benchmarks/bench_training.py [--threads 1,2] [--steps 60] [--rounds 5] [--quick] [--out PATH]
-Writes benchmarks/results/bench_training.md (or --out).
+Writes build/benchmarks/bench_training.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ change's effect on each op is one table.
 
 Usage: python benchmarks/profile_gpt.py [--threads 1] [--steps 3] [--top 15] [--json PATH]
                                          [--before PATH] [--label NAME] [--quick] [--out PATH]
-Writes benchmarks/results/profile_gpt.md (or --out).
+Writes build/benchmarks/profile_gpt.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
 

@@ -101,6 +101,8 @@ def check_output_folder(out: str) -> str:
     """
     if not str(out).strip():
         raise ValueError("the scorecard's output folder is empty: give a folder name")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"cannot write the scorecard into {out!r}: it is a file, not a folder")
     try:
         os.makedirs(out, exist_ok=True)
         probe = os.path.join(out, f".tinytorch-write-probe-{os.getpid()}")

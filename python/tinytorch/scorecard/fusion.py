@@ -88,6 +88,12 @@ def report_fields(report) -> dict:
     return out
 
 
+def _rate(ctx, mb, ms):
+    """'41.2 GB/s, 80% of copy bandwidth': DRAM bytes over time, beside the measured copy."""
+    gbs = mb / ms  # MB per ms = GB per s
+    return f"{gbs:.1f} GB/s, {ctx.of_copy(gbs)}"
+
+
 def run(ctx) -> SectionResult:
     """Compile the chain, read its report, time both ways; unavailable when the API is not.
 
@@ -147,7 +153,8 @@ def run(ctx) -> SectionResult:
         expect = eager_mb / fused_mb
         ok = fused_ms < eager_ms
         res.claim("Time follows traffic: fused faster than eager", f"fewer DRAM round-trips (bytes ratio "
-                  f"{expect:.2f}x)", f"eager {eager_ms:.1f} ms, fused {fused_ms:.1f} ms ({eager_ms / fused_ms:.2f}x; "
+                  f"{expect:.2f}x)", f"eager {eager_ms:.1f} ms ({_rate(ctx, eager_mb, eager_ms)}), fused {fused_ms:.1f} "
+                  f"ms ({_rate(ctx, fused_mb, fused_ms)}) ({eager_ms / fused_ms:.2f}x; "
                   f"executor {fields['executor']})", ok, "" if ok else
                   f"the fused executor ({fields['executor']}) was not faster on this run"
                   + (f": {fields['reason']}" if fields["reason"] else ""))

@@ -90,13 +90,19 @@ def run(ctx) -> SectionResult:
     bar.close()
     speed = ms["unfused"] / ms["fused"]
     native_ran = path.startswith("native")
+    least_bytes = (2 * rows * cols + cols) * 4  # read x and the bias, write y
+
+    def rate(key):  # effective GB/s over the least bytes, beside this machine's copy bandwidth
+        gbs = least_bytes / (ms[key] / 1e3) / 1e9
+        return f"{gbs:.1f} GB/s, {ctx.of_copy(gbs)}"
     res.claim(f"Bias + GELU ({rows} x {cols}): unfused NumPy", f"{GUIDE['unfused_ms']} ms, 1.0x",
-              f"{ms['unfused']:.2f} ms, 1.0x", None, "the baseline")
+              f"{ms['unfused']:.2f} ms ({rate('unfused')}), 1.0x", None, "the baseline")
     ok = speed >= 0.8 * GUIDE["speedup"]
     why = "" if ok else (f"the kernel did not run natively (path {path})" if not native_ran else
                          f"unfused NumPy takes {ms['unfused']:.1f} ms here (guide: {GUIDE['unfused_ms']} ms)")
     res.claim(f"Bias + GELU ({rows} x {cols}): simd_fused_bias_gelu",
-              f"{GUIDE['fused_ms']} ms, {GUIDE['speedup']}x", f"{ms['fused']:.2f} ms, {speed:.1f}x", ok, why)
+              f"{GUIDE['fused_ms']} ms, {GUIDE['speedup']}x", f"{ms['fused']:.2f} ms ({rate('fused')}), {speed:.1f}x",
+              ok, why)
     res.tables = [f"One thread; medians of per-contender blocks. Fused path `{path}`; max |fused - float64 "
                   f"reference| = {err:.1e}. A copy of the same bytes (read x, write y) takes {ms['copy']:.2f} ms: "
                   f"the fused kernel runs at {ms['fused'] / ms['copy']:.2f}x the memory floor."]

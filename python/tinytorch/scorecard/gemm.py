@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .measure import Threads, measure_rounds
+from .measure import Threads, blas_threads_limited, measure_rounds
 from .results import SectionResult
 
 __all__ = ["sgemm_into", "python_loop_gflops", "ladder", "run", "GUIDE_ROWS"]
@@ -153,16 +153,20 @@ def run(ctx) -> SectionResult:
         if key == "python":
             why = "the baseline: the speedups below are over this machine's Python loop"
         elif not ok and key == "blas":
+            threads = "on 1 thread" if blas_threads_limited() else \
+                "on its default thread count (threadpoolctl is not installed, so it could not be held to 1)"
             why = (f"the guide's BLAS is Apple Accelerate on the M5 Max (matrix units, all cores); here "
-                   f"{blas_description()}, on 1 thread")
+                   f"{blas_description()}, {threads}")
         elif not ok:
             why = (f"this rung reached {gflops:.3g} GFLOP/s where the guide's reached {g_gflops:g}, over a "
                    f"Python loop of {base:.3g} GFLOP/s here against the guide's {GUIDE_ROWS['python'][2]:g}")
         res.claim(f"GEMM: {label}", f"{g_time}, {g_gflops:g} GFLOP/s, {g_speed:g}x",
-                  f"{ms:.3g} ms (N={size}), {gflops:.3g} GFLOP/s, {speed:,.0f}x", ok, why)
-    res.tables = ["All rungs on one thread (runtime, BLAS); GFLOP/s = 2 N^3 / median time.", "",
-                  "| Rung | N | GFLOP/s | Speedup over the Python loop |", "|---|---:|---:|---:|"]
-    res.tables += [f"| {r[0]} | {r[1]} | {r[2]:.3g} | {r[2] / base:,.0f}x |" for r in rows]
+                  f"{ms:.3g} ms (N={size}), {gflops:.3g} GFLOP/s ({ctx.of_fma(gflops, 1)}), {speed:,.0f}x", ok, why)
+    res.tables = ["All rungs on one thread (runtime, BLAS); GFLOP/s = 2 N^3 / median time; \"of peak\" is the "
+                  "ratio to this machine's measured 1-thread FMA peak.", "",
+                  "| Rung | N | GFLOP/s | of peak | Speedup over the Python loop |", "|---|---:|---:|---:|---:|"]
+    res.tables += [f"| {r[0]} | {r[1]} | {r[2]:.3g} | {ctx.of_fma(r[2], 1).removesuffix(' of peak')} | "
+                   f"{r[2] / base:,.0f}x |" for r in rows]
     res.numbers = {r[3]: {"N": r[1], "gflops": r[2]} for r in rows}
     if ctx.plots_enabled:
         from .report import save_bar_plot

@@ -16,7 +16,15 @@ import subprocess
 
 import numpy as np
 
-__all__ = ["cpu_model", "cpu_flags", "blas_description", "loadavg", "describe", "machine_lines"]
+__all__ = ["cpu_model", "cpu_flags", "blas_description", "loadavg", "describe", "machine_lines",
+           "missing_extras", "missing_sentence"]
+
+# The scorecard extra (pyproject.toml): package -> what the run loses without it.
+SCORECARD_EXTRAS = {
+    "matplotlib": "no PNG plots",
+    "threadpoolctl": "NumPy's BLAS could not be held to 1 thread and is not named",
+    "tqdm": "plain progress lines instead of bars",
+}
 
 SIMD_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "neon", "asimd")
 
@@ -57,7 +65,7 @@ def blas_description() -> str:
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
-        return "threadpoolctl not installed"
+        return "not identified (threadpoolctl is not installed)"
     parts = [f"{e.get('internal_api')} {e.get('version')} (kernel: {e.get('architecture')}, "
              f"threading: {e.get('threading_layer')})"
              for e in threadpool_info() if e.get("user_api") == "blas"]
@@ -65,6 +73,30 @@ def blas_description() -> str:
            if k.startswith("OPENBLAS_") or k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     text = "; ".join(parts) or "no BLAS found by threadpoolctl"
     return text + (f"; environment: {env}" if env else "; no OPENBLAS_*/OMP_NUM_THREADS set")
+
+
+def _importable(name: str) -> bool:
+    try:
+        __import__(name)
+    except Exception:  # noqa: BLE001 - a broken install counts as missing
+        return False
+    return True
+
+
+def missing_extras() -> dict:
+    """{package: what the scorecard loses without it} for each scorecard extra not importable."""
+    return {name: loss for name, loss in SCORECARD_EXTRAS.items() if not _importable(name)}
+
+
+def missing_sentence() -> str:
+    """One sentence naming the missing scorecard extras, what each costs and how to install
+    them; '' when nothing is missing."""
+    missing = missing_extras()
+    if not missing:
+        return ""
+    listed = "; ".join(f"{name} ({loss})" for name, loss in missing.items())
+    return (f"Not installed: {listed}; `python3 -m pip install \"tinytorch[scorecard]\"` (in a clone: "
+            f"`python3 -m pip install \".[scorecard]\"`) adds them.")
 
 
 def loadavg():
@@ -111,7 +143,7 @@ def machine_lines(desc: dict | None = None) -> list:
     rt = d["runtime"]
     runtime = (f"libtinytorch {rt.get('version')} ({rt.get('build_type')}, {rt.get('compiler')}), "
                f"ISA in use **{d['isa']}** (compiled {', '.join(rt.get('isas_compiled') or [])}; "
-               f"detected {', '.join(rt.get('isa_detected') or [])}), OpenMP {'yes' if rt.get('openmp') else 'no'}"
+               f"detected {', '.join(rt.get('isa_detected') or [])}), threads from {rt.get('threads_source') or 'the default'}"
                if rt.get("available") else f"NOT LOADED ({rt.get('reason')}): every kernel ran its NumPy fallback")
     load = d["load"]
     gpu = "; ".join(f"{k}: {'yes' if ok else 'no'} ({why})" for k, (ok, why) in d["gpus"].items())

@@ -24,8 +24,8 @@ import tracemalloc
 
 import numpy as np
 
-__all__ = ["SETTLE_SECONDS", "measure_rounds", "time_steps", "Threads", "optimizer_state_bytes",
-           "traced_peak"]
+__all__ = ["SETTLE_SECONDS", "measure_rounds", "time_steps", "Threads", "blas_threads_limited",
+           "optimizer_state_bytes", "traced_peak"]
 
 SETTLE_SECONDS = 0.2
 
@@ -87,6 +87,11 @@ def _threadpool_limits():
     except ImportError:
         return None
     return threadpool_limits
+
+
+def blas_threads_limited() -> bool:
+    """Whether ``Threads`` limits NumPy's BLAS too (it needs threadpoolctl)."""
+    return _threadpool_limits() is not None
 
 
 class Threads:

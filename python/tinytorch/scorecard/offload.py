@@ -99,6 +99,13 @@ def _torch_timer(torch, device):
     return timed
 
 
+def _cpu_rate(ctx, n, cpu_ms):
+    """'420 GFLOP/s, 78% of peak': the CPU GEMM on BLAS's default threads (every core)."""
+    import os
+    gflops = 2.0 * n ** 3 / (cpu_ms / 1e3) / 1e9
+    return f"{gflops:.0f} GFLOP/s, {ctx.of_fma(gflops, os.cpu_count() or 1)}"
+
+
 def run(ctx) -> SectionResult:
     """Recompute the napkin figures, measure the CPU (and a GPU where one exists).
 
@@ -133,13 +140,15 @@ def run(ctx) -> SectionResult:
             tot, kern = gpu(a, b)
             speed = cpu_ms / tot
             res.claim(f"GEMM N = {n}: offload speedup (with copies)", f"{g_speed}x (M5 Max: CPU {g_cpu} ms, "
-                      f"GPU {g_tot} ms)", f"{speed:.2f}x ({gpu_name}: {tot:.2f} ms; CPU {cpu_ms:.2f} ms)",
+                      f"GPU {g_tot} ms)", f"{speed:.2f}x ({gpu_name}: {tot:.2f} ms; CPU {cpu_ms:.2f} ms, "
+                      f"{_cpu_rate(ctx, n, cpu_ms)})",
                       (speed >= 1) == (g_speed >= 1), "" if (speed >= 1) == (g_speed >= 1) else
                       "offload " + ("pays" if speed >= 1 else "does not pay") + " here, unlike the guide's row")
             gpu_cells = f"{tot:.2f} ms | " + (f"{kern:.2f} ms" if kern is not None else "n/a") + f" | {speed:.2f}x"
         else:
             res.claim(f"GEMM N = {n}: offload speedup (with copies)", f"{g_speed}x (CPU {g_cpu} ms, GPU {g_tot} ms)",
-                      f"not measured: no usable GPU; CPU np.matmul {cpu_ms:.2f} ms, napkin transfer floor "
+                      f"not measured: no usable GPU; CPU np.matmul {cpu_ms:.2f} ms ({_cpu_rate(ctx, n, cpu_ms)}), "
+                      "napkin transfer floor "
                       f"{transfer_ms:.2f} ms", None, f"unavailable: {no_gpu}" if n == sizes[0] else
                       "unavailable: no usable GPU (the reason is on the first row)")
             gpu_cells = "unavailable | unavailable | n/a"

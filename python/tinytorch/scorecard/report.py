@@ -35,6 +35,18 @@ def _pyplot():
     return plt
 
 
+def _plain_log_labels(axis) -> None:
+    """Label a log axis with plain numbers (40, 6, 0.5) instead of matplotlib's default
+    mathtext ("4 x 10^1"): a reader compares figures, not exponents."""
+    from matplotlib import ticker
+
+    class Plain(ticker.LogFormatter):  # LogFormatter picks which ticks get a label; "%g" writes it
+        def __call__(self, x, pos=None):
+            return f"{x:g}" if super().__call__(x, pos) else ""
+    axis.set_major_formatter(Plain(labelOnlyBase=False))
+    axis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
 def save_bar_plot(path: str, labels, values, title: str, xlabel: str, log: bool = True,
                   annotate: str = "{:.3g}") -> str:
     """A horizontal bar chart (first label on top); returns ``path``.
@@ -54,6 +66,7 @@ def save_bar_plot(path: str, labels, values, title: str, xlabel: str, log: bool 
     ax.barh(labels, values, color="tab:blue")
     if log and min(values) > 0:
         ax.set_xscale("log")
+        _plain_log_labels(ax.xaxis)
     for i, v in enumerate(values):
         ax.text(v, i, " " + annotate.format(v), va="center", fontsize=8)
     ax.set_xlabel(xlabel)
@@ -88,6 +101,7 @@ def save_line_plot(path: str, x, series: dict, title: str, xlabel: str, ylabel: 
         ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
+        _plain_log_labels(ax.yaxis)
     ax.set_xticks(list(x))
     ax.set_xticklabels([str(v) for v in x])
     ax.set_xlabel(xlabel)

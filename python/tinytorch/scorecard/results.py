@@ -114,12 +114,32 @@ class Context:
         progress: a factory ``progress(total, label) -> handle`` with ``handle.step(text)``
             (see progress.py).
         plots_enabled: whether matplotlib is importable (sections skip plotting otherwise).
+        ceilings: this machine's measured FMA peak and copy bandwidth (peak.Ceilings), which
+            sections print each speed against; None: not measured (the ratios read "n/a").
     """
 
     quick: bool
     out: str
     progress: object
     plots_enabled: bool = True
+    ceilings: object = None
+
+    def of_fma(self, gflops: float, threads: int) -> str:
+        """'89% of peak': ``gflops`` against the measured FMA peak on ``threads`` threads.
+
+        Args:
+            gflops: the measured GFLOP/s.
+            threads: the thread count it ran on.
+        """
+        return self.ceilings.of_fma(gflops, threads) if self.ceilings else "peak n/a"
+
+    def of_copy(self, gbs: float) -> str:
+        """'75% of copy bandwidth': ``gbs`` against the measured np.copyto bandwidth.
+
+        Args:
+            gbs: the measured GB/s.
+        """
+        return self.ceilings.of_copy(gbs) if self.ceilings else "copy bandwidth n/a"
 
     def path(self, filename: str) -> str:
         """A path inside the output folder.

@@ -1,10 +1,11 @@
 /*
  * peak.c -- the machine's fp32 FMA ceiling for 1..T threads, from a register-only loop.
  *
- *     cc -O2 -o peak benchmarks/peak.c -lpthread      (no -m flags: see the target attributes)
+ *     cc -O2 -o peak python/tinytorch/scorecard/peak.c -lpthread   (no -m flags: see the target attributes)
  *     ./peak [max_threads [seconds_per_trial [trials]]]
  *
- * Built and run by benchmarks/_common.py (fma_peaks), used by bench_gemm.py for "% of FMA peak".
+ * Built and run by tinytorch/scorecard/peak.py (fma_peaks): `tinytorch scorecard` and the
+ * benchmarks (bench_gemm.py, bench_attention.py) state their speeds as "% of FMA peak".
  * For every vector ISA the CPU and the OS enable (avx2+fma, avx512f) and every thread count
  * t = 1..max_threads it prints one line per placement / clock:
  *
