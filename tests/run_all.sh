@@ -56,6 +56,11 @@ core = [n for n in libs if n in ("tinytorch/libtinytorch.so", "tinytorch/libtiny
 assert len(core) == 1, libs
 assert set(libs) - set(core) <= {"tinytorch/libtinytorch_cuda.so"}, libs
 assert "tinytorch/data/digits.npz" in names, "the digits data is missing from the wheel"
+# `tinytorch milestone` runs outside a checkout: the milestones ship inside the package
+shipped = {n for n in names if n.startswith("tinytorch/milestones/")}
+assert {"tinytorch/milestones/_runtime.py", "tinytorch/milestones/05_2017_transformer/data/tiny_shakespeare.txt",
+        "tinytorch/milestones/07_custom_kernels/01_kernel_ladder.py"} <= shipped, sorted(shipped)
+assert "tinytorch/scorecard/peak.c" in names, "peak.c (the scorecard's FMA ceiling) is missing from the wheel"
 print(f"{wheels[0].rsplit('/', 1)[1]}: {', '.join(libs)} and {len(names)} files, no editable copy")
 PYEOF
 rm -rf "$wheel_dir"

@@ -5,12 +5,17 @@
     tinytorch scorecard [--quick] [--only SECTION] [--out DIR]
                        the extension guide's scorecard tables re-measured on this machine
     tinytorch milestone NAME [--quick]
-                       run a milestone script of the repository checkout (NAME 'list' lists them)
+                       run every milestone whose name contains NAME (shipped with the package;
+                       NAME 'list' lists them)
 """
 from __future__ import annotations
 
 import argparse
 import sys
+
+
+# One measured figure for the quick run, with its machine (README.md and docs/scorecard.md say the same).
+QUICK_HELP = "small sizes: 41 s on a loaded 2-core AMD EPYC (Zen 5, AVX-512)"
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -50,27 +55,45 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _refuse(command: str, message: str, status: int = 2) -> int:
+    """A CLI error: one line on stderr, a non-zero exit status."""
+    print(f"tinytorch {command}: {message}", file=sys.stderr)
+    return status
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
+    if args.epochs < 1:
+        return _refuse("demo", f"--epochs must be at least 1, got {args.epochs}")
     return run_demo(epochs=args.epochs, quiet=args.quiet)
 
 
 def cmd_scorecard(args) -> int:
-    from .scorecard import run_scorecard, section_names
-    only = [n for group in (args.only or []) for n in group.replace(",", " ").split()]
+    from .scorecard import check_output_folder, run_scorecard, section_names
+    groups = args.only or []
+    only = [n for group in groups for n in group.replace(",", " ").split()]
+    if groups and not only:
+        return _refuse("scorecard", f"--only needs a section name; choose from {', '.join(section_names())}")
     unknown = [n for n in only if n not in section_names()]
     if unknown:
-        print(f"tinytorch scorecard: unknown section(s) {unknown}; choose from {', '.join(section_names())}",
-              file=sys.stderr)
-        return 2
+        return _refuse("scorecard", f"unknown section(s) {unknown}; choose from {', '.join(section_names())}")
+    try:
+        check_output_folder(args.out)  # before anything is measured
+    except ValueError as exc:
+        return _refuse("scorecard", f"--out: {exc}")
     command = " ".join(["tinytorch scorecard"] + (["--quick"] if args.quick else [])
                        + [f"--only {n}" for n in only] + ([f"--out {args.out}"] if args.out != "scorecard" else []))
-    results = run_scorecard(quick=args.quick, only=only or None, out=args.out, command=command)
+    try:
+        results = run_scorecard(quick=args.quick, only=only or None, out=args.out, command=command)
+    except OSError as exc:  # the tables were printed; the file could not be written
+        return _refuse("scorecard", exc.strerror or str(exc), 1)
     return 1 if any(r.status == "failed" for r in results) else 0
 
 
 def cmd_milestone(args) -> int:
     from .milestone_runner import run_milestones
+    if args.name is None:
+        return _refuse("milestone", "NAME is required: a milestone or part of its name ('list' lists them)")
     return run_milestones(args.name, (["--quick"] if args.quick else []) + list(args.script_args))
 
 
@@ -79,21 +102,27 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="show the runtime, ISAs, threads and back ends").set_defaults(fn=cmd_info)
     demo = sub.add_parser("demo", help="train a small model on the bundled digits data")
-    demo.add_argument("--epochs", type=int, default=3)
+    demo.add_argument("--epochs", type=int, default=3, help="epochs to train (at least 1; default 3)")
     demo.add_argument("--quiet", action="store_true")
     demo.set_defaults(fn=cmd_demo)
     card = sub.add_parser("scorecard", help="re-measure the extension guide's scorecard tables on this machine")
-    card.add_argument("--quick", action="store_true", help="small sizes: about 3 minutes on 2 cores")
+    card.add_argument("--quick", action="store_true", help=QUICK_HELP)
     card.add_argument("--only", action="append", metavar="SECTION",
                       help="run only these sections (repeat or comma-separate): lora, checkpoint, loss_scaling, "
                            "fusion, gemm, gelu, attention, offload, scalesim")
     card.add_argument("--out", default="scorecard", help="folder for scorecard.md and the plots (default ./scorecard)")
     card.set_defaults(fn=cmd_scorecard)
-    mile = sub.add_parser("milestone", help="run a milestone script of the repository (NAME 'list' lists them)")
-    mile.add_argument("name", metavar="NAME", help="a milestone or part of its name: 04, cnn, lora, mlperf, "
-                                                   "kernels, 05_2017_transformer, ... or 'list'")
+    mile = sub.add_parser("milestone", help="run the milestones whose name contains NAME ('list' lists them)",
+                          usage="tinytorch milestone [-h] NAME [--quick] [SCRIPT OPTIONS ...]",
+                          description="Run every milestone script whose name contains NAME (case-insensitive), "
+                                      "in order: '05' runs all of milestone 05, 'lora' one script. The "
+                                      "milestones ship with the package; 'tinytorch milestone list' lists them.")
+    mile.add_argument("name", metavar="NAME", nargs="?",
+                      help="a milestone name or any part of one (every match runs, in order): 04, cnn, lora, "
+                           "mlperf, kernels, 05_2017_transformer, ... or 'list'")
     mile.add_argument("--quick", action="store_true", help="the milestone's short mode (under a minute)")
-    mile.add_argument("script_args", nargs=argparse.REMAINDER, help="further options passed to the script")
+    mile.add_argument("script_args", nargs=argparse.REMAINDER, metavar="SCRIPT OPTIONS",
+                      help="further options passed to each script (optional)")
     mile.set_defaults(fn=cmd_milestone)
     args = parser.parse_args(argv)
     try:

@@ -12,8 +12,28 @@ import time
 import numpy as np
 
 
+def kernels_label() -> str:
+    """What the demo's kernels run on, as its header says: the native ISA, or NumPy and why."""
+    from . import native
+    from .core import acceleration
+    if acceleration.native_available():
+        return f"native {native.info()['isa_active']}"
+    if native.available():
+        return "NumPy (native kernels turned off: TINYTORCH_DISABLE_NATIVE=1 or use_native(False))"
+    return f"NumPy fallback (libtinytorch not loaded: {native.reason()})"
+
+
 def run_demo(epochs: int = 3, quiet: bool = False, seed: int = 0) -> int:
-    from . import manual_seed, native
+    """Train the demo MLP for ``epochs`` epochs, printing one line per epoch; returns 0.
+
+    Args:
+        epochs: epochs to train (at least 1; ValueError otherwise).
+        quiet: no progress bar inside an epoch.
+        seed: the seed of the data split, the batches and the initialisation.
+    """
+    if int(epochs) < 1:
+        raise ValueError(f"run_demo: epochs must be at least 1, got {epochs}")
+    from . import manual_seed
     from .core import acceleration
     from .core.activations import GELU
     from .core.dataloader import DataLoader, TensorDataset
@@ -36,8 +56,7 @@ def run_demo(epochs: int = 3, quiet: bool = False, seed: int = 0) -> int:
     model = Sequential(Linear(64, 128), GELU(), Linear(128, 10))
     trainer = Trainer(model, Adam(model.parameters(), lr=3e-3), CrossEntropyLoss(),
                       progress=False if quiet else None)
-    backend = f"native {native.info()['isa_active']}" if native.available() else "NumPy fallback"
-    print(f"demo: MLP 64-128-10 on {split} digits images, {epochs} epochs, kernels: {backend}")
+    print(f"demo: MLP 64-128-10 on {split} digits images, {epochs} epochs, kernels: {kernels_label()}")
     for epoch in range(1, epochs + 1):
         start = time.perf_counter()
         loss = trainer.train_epoch(train)

@@ -1,14 +1,17 @@
-"""`tinytorch milestone NAME [--quick]`: find a milestone script of the repository and run it.
+"""`tinytorch milestone NAME [--quick]`: find the milestone scripts and run the ones NAME selects.
 
-The milestones (milestones/ at the repository root) are end-to-end scripts, not part of the
-installed package: a wheel does not ship them. This module finds the folder, names each script
-and runs the chosen ones in a fresh interpreter (the same Python), passing the options through.
+The milestones (milestones/ at the repository root) are end-to-end scripts. The wheel ships a
+copy inside the package (tinytorch/milestones, pyproject.toml's wheel.packages), so the command
+works after a plain `pip install .` anywhere, not only in a checkout. This module finds the
+folder, names each script and runs the chosen ones in a fresh interpreter (the same Python),
+passing the options through.
 
-Where milestones/ is looked for, first hit wins
+Where the milestones are looked for, first hit wins
   1. the folder named by the environment variable TINYTORCH_MILESTONES;
   2. the checkout this package was imported from (python/tinytorch -> ../../milestones), which is
      where an editable install (`pip install -e .`) imports it from;
-  3. ./milestones under the current directory (a regular install run from the checkout).
+  3. the copy shipped in the installed package (tinytorch/milestones);
+  4. ./milestones under the current directory.
 A folder counts when it holds _runtime.py, the helper every milestone imports.
 
 Names
@@ -37,13 +40,15 @@ def find_milestones_dir():
     package = os.path.dirname(os.path.abspath(__file__))
     candidates = [(f"${ENV_VAR}", os.environ.get(ENV_VAR)),
                   ("the checkout of this package", os.path.join(package, os.pardir, os.pardir, "milestones")),
+                  ("the installed package", os.path.join(package, "milestones")),
                   ("the current directory", os.path.join(os.getcwd(), "milestones"))]
     for _, path in candidates:
         if _is_milestones_dir(path):
             return os.path.normpath(path), None
     looked = "; ".join(f"{label}: {os.path.normpath(p) if p else 'not set'}" for label, p in candidates)
-    return None, (f"no milestones/ folder found (looked at {looked}). The milestones live in the "
-                  f"repository checkout: run from its root, or set {ENV_VAR}=/path/to/milestones")
+    return None, (f"no milestones/ folder found (looked at {looked}). A wheel ships them in the package; "
+                  f"this install has none: reinstall with `pip install .`, run from a checkout, or set "
+                  f"{ENV_VAR}=/path/to/milestones")
 
 
 def milestone_scripts(folder) -> dict:

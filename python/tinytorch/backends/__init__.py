@@ -141,11 +141,18 @@ def routes(op: str) -> tuple:
 
 
 def all_backends() -> dict[str, tuple]:
-    """name -> (usable, detail with the ops it serves), for `tinytorch info`."""
+    """name -> (usable, detail with the ops it serves), for `tinytorch info`. An op list that
+    an earlier back end already showed reads "the same as <that back end>", so a long list is
+    printed once."""
     out = {}
+    shown = {}  # op list -> the first back end that showed it
     for b in registered():
         ok, detail = status(b.name)
         ops = ", ".join(sorted(b.ops)) if b.ops else "none (a probe only)"
+        if b.ops and ops in shown:
+            ops = f"the same as {shown[ops]}"
+        elif b.ops:
+            shown[ops] = b.name
         if ok and b.native and not _native_enabled:
             ok, detail = False, "turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1); " + detail
         out[b.name] = (ok, f"{detail}  [ops: {ops}]")
