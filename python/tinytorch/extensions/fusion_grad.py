@@ -10,7 +10,13 @@ over the broadcast axes inside the same fused loop.
 Row values (reductions and what is computed from them) need one care: the adjoint of a row
 value is the sum over the row of the per-element contributions of its full consumers, plus
 the (already per-row) contributions of its row consumers. So each row node keeps two lists
-and its adjoint is SUM(elementwise part) + row part.
+and its adjoint is SUM(elementwise part) + row part. A contribution from a full consumer can
+itself be a row value (the full node's own adjoint is one when its only consumers are
+reductions, as in nested sums ``sum(x + sum(x))``): it is the same at every column, so its
+sum over the row is cols * it, a row term (a reduction takes full operands only). Likewise
+an input's adjoint that is a row value (``sum(b) + 0 * x``: b's gradient is the same at every
+column) is spread over the full domain before it is written, since an output buffer of the
+input's shape is written at every domain point.
 
 Derivative conventions follow the eager autograd: relu' = 1 where x > 0, |x|' = sign(x)
 (0 at 0), max/min split ties evenly (reductions by the number of tied maxima, the binary
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import math
 
-from .fusion_ir import ACCUMULATE, COMPARISONS, Node, Program
+from .fusion_ir import ACCUMULATE, COMPARISONS, Node, Program, node_kind
 
 __all__ = ["adjoint_program", "prune"]
 
@@ -35,6 +41,7 @@ class _Emitter:
 
     def __init__(self, program: Program):
         self.nodes = list(program.nodes)
+        self.kinds = program.kinds()
         self.cse = {}
         for i, n in enumerate(self.nodes):
             self.cse.setdefault(self._key(n), i)
@@ -48,6 +55,7 @@ class _Emitter:
         found = self.cse.get(self._key(n))
         if found is None:
             self.nodes.append(n)
+            self.kinds.append(node_kind(n, self.kinds))
             found = self.cse[self._key(n)] = len(self.nodes) - 1
         return found
 
@@ -129,6 +137,8 @@ def adjoint_program(program: Program, need: list, seed_scales: list, accumulate:
             continue
         (rowc if kinds[node] == "row" else full).setdefault(node, []).append(seed)
 
+    cols = program.shape[-1]
+
     def push(consumer, operand, term):
         if kinds[operand] == "const":
             return
@@ -136,6 +146,9 @@ def adjoint_program(program: Program, need: list, seed_scales: list, accumulate:
             full.setdefault(operand, []).append(term)
         elif kinds[consumer] == "row":
             rowc.setdefault(operand, []).append(term)
+        elif emit.kinds[term] != "full":  # the same at every column: its row sum is cols * it
+            dt = fwd[operand].dtype
+            rowc.setdefault(operand, []).append(emit("MUL", dt, term, emit.const(float(cols), dt)))
         else:
             elem.setdefault(operand, []).append(term)
 
@@ -159,8 +172,11 @@ def adjoint_program(program: Program, need: list, seed_scales: list, accumulate:
         if n.op == "INPUT":
             input_adjoint.setdefault(n.a, []).append(g)
             continue
-        _local(emit, push, fwd, i, g, dt, program.shape[-1])
+        _local(emit, push, fwd, i, g, dt, cols)
 
+    # any full node of the backward program spreads a row value: WHERE(s == s, g, g) is g at
+    # every domain point (both branches are g, so a NaN in s changes nothing)
+    spread = emit("INPUT", input_dtypes[n_in], n_in)
     outputs, where = [], {}
     for slot, wanted in enumerate(need):
         if not wanted or slot not in input_adjoint:
@@ -168,6 +184,8 @@ def adjoint_program(program: Program, need: list, seed_scales: list, accumulate:
             continue
         dt = program.input_dtypes[slot]
         g = emit.total(input_adjoint[slot], dt)
+        if emit.kinds[g] != "full":
+            g = emit("WHERE", dt, emit("EQ", input_dtypes[n_in], spread, spread), g, g)
         where[slot] = len(outputs)
         outputs.append((g, ACCUMULATE if accumulate[slot] else 0))
     if not outputs:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["OPS", "OP_CODES", "MAGIC", "VERSION", "MAX_DIMS", "ACCUMULATE", "F32", "F64",
-           "Node", "Program", "dtype_code", "code_dtype"]
+           "Node", "Program", "dtype_code", "code_dtype", "node_kind"]
 
 MAGIC = 0x54544655  # "TTFU"
 VERSION = 1
@@ -93,6 +93,20 @@ class Node:
         return tuple(i for i in (self.a, self.b, self.c) if i >= 0)
 
 
+def node_kind(node: Node, kinds: list) -> str:
+    """"full", "row" or "const" of ``node`` given the kinds of the nodes before it (README
+    "The iteration domain"): inputs are full, constants const, reductions row, and any other
+    node the widest kind among its operands."""
+    if node.op == "INPUT":
+        return "full"
+    if node.op == "CONST":
+        return "const"
+    if node.op in REDUCTIONS:
+        return "row"
+    ks = {kinds[i] for i in node.operands()}
+    return "full" if "full" in ks else "row" if "row" in ks else "const"
+
+
 @dataclass
 class Program:
     """A fusion program: domain shape, input dtypes, nodes, outputs.
@@ -136,15 +150,7 @@ class Program:
         """Per node: "full", "row" or "const" (README "The iteration domain")."""
         out = []
         for n in self.nodes:
-            if n.op == "INPUT":
-                out.append("full")
-            elif n.op == "CONST":
-                out.append("const")
-            elif n.op in REDUCTIONS:
-                out.append("row")
-            else:
-                ks = {out[i] for i in n.operands()}
-                out.append("full" if "full" in ks else "row" if "row" in ks else "const")
+            out.append(node_kind(n, out))
         return out
 
     def validate(self) -> None:
@@ -195,15 +201,7 @@ class Program:
                 if n.op in REDUCTIONS and kinds[n.a] != "full":
                     raise ValueError(f"fusion program: node {i} ({n.op}) reduces a {kinds[n.a]} value; "
                                      "reductions take a full operand")
-            if n.op == "INPUT":
-                kinds.append("full")
-            elif n.op == "CONST":
-                kinds.append("const")
-            elif n.op in REDUCTIONS:
-                kinds.append("row")
-            else:
-                ks = {kinds[o] for o in n.operands()}
-                kinds.append("full" if "full" in ks else "row" if "row" in ks else "const")
+            kinds.append(node_kind(n, kinds))
         if not self.outputs:
             raise ValueError("fusion program: no outputs")
         for j, (node, flags) in enumerate(self.outputs):

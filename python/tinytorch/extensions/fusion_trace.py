@@ -44,6 +44,11 @@ class UnsupportedOperation(TypeError):
         super().__init__(f"compile_graph: cannot fuse {what}")
 
 
+class _UnsupportedAttribute(UnsupportedOperation, AttributeError):
+    """An attribute traced values do not have (``x.T``, ``x.reshape``): an
+    ``UnsupportedOperation`` for the caller, still an AttributeError for ``hasattr``."""
+
+
 @dataclass
 class _Meta:
     shape: tuple       # logical shape in keepdims form (a dropped reduction keeps a 1 at the end)
@@ -207,6 +212,15 @@ class TracedValue:
 
     def __getitem__(self, item):
         raise UnsupportedOperation("indexing or slicing a traced value")
+
+    def __getattr__(self, name):
+        # only reached for names the class lacks; NumPy's protocol probes (__array_*__)
+        # must keep seeing a plain AttributeError
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise _UnsupportedAttribute(f"x.{name} (reshapes, transposes and other non-elementwise "
+                                    "methods are not traced; only elementwise ops and last-axis "
+                                    "reductions fuse)")
 
     # ------------------------------------------------------------------ building blocks
     def _wrap(self, index):
