@@ -87,8 +87,8 @@ TT_API const char *tt_version(void);
 
 /* One-line JSON object describing the build and the running machine:
  *   {"version": ..., "compiler": ..., "build_type": ..., "isas_compiled": [...],
- *    "isa_detected": [...], "isa_best": ..., "isa_active": ..., "openmp": true|false,
- *    "threads": N, "max_threads": N}
+ *    "isa_detected": [...], "isa_best": ..., "isa_active": ..., "threads": N,
+ *    "threads_source": "...", "max_threads": N}  (max_threads: the online CPUs)
  * The string is rebuilt on each call; it stays valid until the next call on this thread. */
 TT_API const char *tt_build_info(void);
 
@@ -131,15 +131,48 @@ TT_API tt_status tt_isa_from_name(const char *name, tt_isa *out);
  * was honoured or not set. */
 TT_API const char *tt_isa_env_error(void);
 
-/* Threads used by kernels (OpenMP): 1 <= n <= TT_MAX_THREADS, else
- * TT_ERR_INVALID_ARGUMENT (a count the OpenMP runtime cannot create would make it
- * end the process). The default is OMP_NUM_THREADS when it is set and in range
- * (larger values are clamped to TT_MAX_THREADS), else the number of processors.
- * A kernel uses at most the OpenMP thread limit (OMP_THREAD_LIMIT). Without
- * OpenMP it is always 1. */
+/* Threads used by kernels: 1 <= n <= TT_MAX_THREADS, else TT_ERR_INVALID_ARGUMENT.
+ * The default is OMP_NUM_THREADS when it is set and positive (larger values are clamped
+ * to TT_MAX_THREADS), else the CPUs of the process's affinity mask, lowered to a cgroup
+ * CPU quota when there is one (rounded up: 1.5 CPUs give 2 threads). A kernel never uses
+ * more than OMP_THREAD_LIMIT when that is set. tt_threads_source() names the rule that
+ * chose the count, e.g. "CPU affinity mask: 2 CPUs".
+ *
+ * The threading model (runtime/core/thread_pool.h): the runtime keeps its own pool of
+ * n - 1 worker threads. A parallel kernel cuts its work into chunks whose boundaries
+ * depend on the problem alone, the calling thread and the workers claim chunks from one
+ * counter, and the caller waits only for chunks a worker has claimed: a worker that is
+ * asleep or descheduled (a busy machine) takes no part, so a call is never slower than on
+ * one thread by more than one chunk. Results are bit-identical for every thread count and
+ * schedule (reductions add per-chunk partial sums in chunk order). After a call that
+ * waited long for a preempted worker, later calls run on the caller alone for a short
+ * back-off period (20 ms, doubling while it recurs, up to 1 s; TINYTORCH_THREAD_BACKOFF=0
+ * turns it off). Small problems run on the caller alone (each kernel family's rule is in
+ * runtime/core/config.h). A kernel called from inside a chunk, or from a second thread
+ * while the pool is busy, runs on its calling thread alone. Idle workers spin for
+ * TINYTORCH_SPIN_US microseconds (default 100) and then sleep. The pool is rebuilt in a
+ * child after fork(). */
 #define TT_MAX_THREADS 256
 TT_API tt_status tt_set_num_threads(int n);
 TT_API int tt_get_num_threads(void);
+TT_API const char *tt_threads_source(void);
+
+/* Counters of the thread pool since start or the last tt_thread_stats_reset (all calls
+ * of the process): `jobs` parallel calls offered to the pool, `solo_jobs` run on their
+ * caller alone because the pool was busy with another thread's call, `chunks_caller` and
+ * `chunks_workers` chunks run by calling threads and by pool workers, `stalls` joins that
+ * waited long for a claimed chunk, `backed_off_jobs` calls run alone during a back-off,
+ * `workers` the pool's threads. */
+typedef struct tt_thread_stats {
+    int64_t jobs, solo_jobs, chunks_caller, chunks_workers, stalls, backed_off_jobs, workers;
+} tt_thread_stats_t;
+TT_API tt_status tt_thread_stats(tt_thread_stats_t *out);
+TT_API tt_status tt_thread_stats_reset(void);  /* also ends a back-off period */
+
+/* Testing hook: the first `workers` pool workers (0 releases them) claim nothing until
+ * released, as if they had lost their cores; parallel calls still complete, on the caller
+ * and the other workers, with the same results. 0 <= workers <= TT_MAX_THREADS. */
+TT_API tt_status tt_thread_pool_hold(int workers);
 
 /* ------------------------------------------------------------------------ */
 /* Storage: 64-byte aligned, reference-counted buffers                      */
@@ -364,7 +397,9 @@ typedef enum tt_attention_causal {
  *   broadcasts (one K/V head shared by several query heads, say). lse is batch*heads*sq
  *   contiguous floats ([b][h][i], natural log) or NULL when no backward will follow.
  * A query that sees no key (sk == 0, or CAUSAL_END with i + sk - sq < 0) gets a zero output
- *   row and lse = -inf. NaN in a query, or in a key or value the query sees, makes that
+ *   row and lse = -inf. With d == 0 nothing is computed: o has no elements and lse (if given)
+ *   is log of the number of keys each query sees (every score is 0); the call returns at
+ *   once whatever sq and sk are. NaN in a query, or in a key or value the query sees, makes that
  *   query's row NaN (as the naive formula does); positions masked out by causal are not
  *   read at all where a whole 64 x 64 block is masked.
  * Rules: batch, heads, sq, sk, d >= 0 (TT_ERR_INVALID_ARGUMENT), causal one of the above,
@@ -470,9 +505,12 @@ TT_API tt_status tt_cross_entropy_forward(const float *logits, const int64_t *ta
                                           float *loss, float *lse, int64_t rows, int64_t cols,
                                           int64_t ignore_index);
 
-/* Gradient of sum_i grad_loss_i loss_i from the forward's lse:
- *   grad_logits_ij = grad_loss_i (exp(logits_ij - lse_i) - [j == target_i]),
- * rows whose target is ignore_index get 0. grad_logits may equal logits (not partly overlap
+/* Gradient of sum_i grad_loss_i loss_i:
+ *   grad_logits_ij = grad_loss_i (softmax(logits_i)_j - [j == target_i]),
+ * rows whose target is ignore_index get 0. The softmax is recomputed shifted by the row
+ * maximum, exact under shift (exp(logits_ij - lse_i) would round log(sum) away once
+ * |logits| >> 1: tied logits of 1e7 would get probability 1 each); lse, the forward's, is
+ * checked like the other inputs but not needed. grad_logits may equal logits (not partly overlap
  * it). Path "cross_entropy_backward:<isa>". */
 TT_API tt_status tt_cross_entropy_backward(const float *logits, const int64_t *target,
                                            const float *lse, const float *grad_loss,
@@ -526,14 +564,18 @@ TT_API tt_status tt_relu_backward(const float *y, const float *grad_y, float *gr
  * strides sh, sw >= 1, zero padding ph, pw >= 0 on each side; OH = (H + 2ph - KH)/sh + 1,
  * OW likewise (the padded input must hold one window). cols is (C*KH*KW) x (N*OH*OW):
  *     cols[(c*KH + i)*KW + j][(n*OH + oh)*OW + ow] = x[n][c][oh*sh + i - ph][ow*sw + j - pw]
- * (0 outside the image), so a convolution is W (OC x C*KH*KW) times cols. Path "im2col:cpu". */
+ * (0 outside the image), so a convolution is W (OC x C*KH*KW) times cols. Sizes < 0, a
+ * kernel or stride < 1 or padding < 0 give TT_ERR_INVALID_ARGUMENT, a padded input smaller
+ * than the kernel TT_ERR_SHAPE_MISMATCH; H, W, KH, KW, ph or pw above 2^31 - 1, or any
+ * tensor whose bytes overflow int64, TT_ERR_OVERFLOW. Path "im2col:cpu". */
 TT_API tt_status tt_im2col(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
                            int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                            float *cols);
 
 /* Its adjoint: grad_x (N x C x H x W, overwritten) = the sum, over every cols entry, of
  * that entry into the input pixel it was copied from (overlapping windows add up; padding
- * entries are dropped). Same geometry arguments. Path "col2im:cpu". */
+ * entries are dropped). Same geometry arguments and the same errors (TT_ERR_OVERFLOW for
+ * dimensions above 2^31 - 1 included). Path "col2im:cpu". */
 TT_API tt_status tt_col2im(const float *cols, int64_t n, int64_t c, int64_t h, int64_t w,
                            int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                            float *grad_x);
@@ -552,11 +594,104 @@ TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int64_t c, int6
 /* Its gradient: grad_x (N x C planes of H x W, overwritten; plane (n, c) at
  * grad_x + n*stride_n + c*stride_c, like the forward's input) = 0 plus grad_y[n][c][q]
  * added at argmax[n][c][q] of its plane (-1 entries are skipped; any other index outside
- * [0, H*W) is refused before anything is written). grad_y and argmax are contiguous
+ * [0, H*W) is refused before anything is written, also when H*W = 0, where only -1 is
+ * valid). grad_y and argmax are contiguous
  * N x C x OH x OW. Path "maxpool2d_backward:cpu". */
 TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int64_t *argmax, int64_t n,
                                        int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow,
                                        float *grad_x, int64_t stride_n, int64_t stride_c);
+
+/* ------------------------------------------------------------------------ */
+/* INT8 GEMM: u8 activations x s8 weights, exact int32 accumulation          */
+/* ------------------------------------------------------------------------ */
+
+/* The product behind int8 inference (a quantized Linear layer):
+ *   acc[i][j] = sum_{k < K} a[i][k] * w[k][j]     a in u8 [0, 255], w in s8 [-128, 127]
+ * accumulated in int32 without rounding or saturation on every kernel (the scheme of
+ * each ISA and its proof: docs/int8.md). Exact for K <= TT_QGEMM_MAX_K, where
+ * K * 255 * 128 < 2^31; larger K is refused (TT_ERR_INVALID_ARGUMENT), never wrapped.
+ *
+ * The weights are packed once (tt_qgemm_pack) into a caller-owned, 64-byte-aligned buffer
+ * laid out for one kernel; the pack also holds each column's sum of w, which folds the
+ * activations' zero point into the epilogue. A kernel is a tt_qgemm_kernel value:
+ * TT_QGEMM_AUTO (pack and size calls only) means tt_qgemm_kernel_active(). A pack runs
+ * only where its kernel can run now: the scalar kernel always, any other one while the
+ * active ISA is its ISA and the CPU has its instructions (avx512bw and avx512_vnni under
+ * avx512, avx2 under avx2, neon / neon_dot under neon); otherwise the GEMM calls refuse
+ * it with TT_ERR_UNSUPPORTED (repack for tt_qgemm_kernel_active()). A buffer that is
+ * misaligned, too small, or not a pack for the call's K and N is refused too
+ * (TT_ERR_INVALID_ARGUMENT / TT_ERR_SHAPE_MISMATCH). tt_last_kernel_path() reports
+ * "qgemm:<kernel name>". Threads split the output into disjoint column panels and row
+ * blocks: results are bit-identical for every thread count. */
+#define TT_QGEMM_MAX_K 65793
+typedef enum tt_qgemm_kernel {
+    TT_QGEMM_AUTO = 0,        /* the best kernel for the active ISA                  */
+    TT_QGEMM_SCALAR = 1,      /* portable int32 loops (the reference)                */
+    TT_QGEMM_AVX2 = 2,        /* vpmaddwd on widened 16-bit values                   */
+    TT_QGEMM_AVX512BW = 3,    /* vpmaddwd on widened 16-bit values, 512-bit          */
+    TT_QGEMM_AVX512_VNNI = 4, /* vpdpbusd: u8 x s8 dot products of 4                 */
+    TT_QGEMM_NEON = 5,        /* widened int32 loops                                 */
+    TT_QGEMM_NEON_DOT = 6     /* sdot on shifted activations                         */
+} tt_qgemm_kernel;
+
+/* Fused activations of tt_qgemm_f32. */
+typedef enum tt_qgemm_activation {
+    TT_QGEMM_ACT_NONE = 0,
+    TT_QGEMM_ACT_RELU = 1, /* max(y, 0)                                                */
+    TT_QGEMM_ACT_GELU = 2  /* the tanh GELU of tt_bias_gelu_forward, same code         */
+} tt_qgemm_activation;
+
+/* The kernel TT_QGEMM_AUTO means now: on x86 avx512_vnni, else avx512bw under avx512
+ * (scalar when the CPU lacks AVX-512BW), avx2 under avx2; on AArch64 neon_dot or neon
+ * (which one the build compiled); scalar under scalar. */
+TT_API int tt_qgemm_kernel_active(void);
+
+/* "scalar", "avx2", "avx512bw", "avx512_vnni", "neon", "neon_dot", "auto" or "unknown". */
+TT_API const char *tt_qgemm_kernel_name(int kernel);
+
+/* 1 when a pack for `kernel` runs now (rules above), else 0 (also for AUTO and unknown). */
+TT_API int tt_qgemm_kernel_usable(int kernel);
+
+/* Bytes of a pack of a K x N weight for `kernel` (K <= TT_QGEMM_MAX_K, N >= 0). A kernel
+ * this build lacks gives TT_ERR_UNSUPPORTED. */
+TT_API tt_status tt_qgemm_pack_size(int64_t K, int64_t N, int kernel, int64_t *bytes);
+
+/* Pack w (K x N row-major s8, ldw >= N) for `kernel` into packed: `bytes` bytes from
+ * tt_qgemm_pack_size, 64-byte aligned, not overlapping w. Packing for a kernel that
+ * cannot run on this machine is allowed (the GEMM calls then refuse the pack). */
+TT_API tt_status tt_qgemm_pack(int kernel, int64_t K, int64_t N, const int8_t *w, int64_t ldw,
+                               void *packed, int64_t bytes);
+
+/* Dynamic asymmetric quantization of each row of x (M x K float32, ldx >= K), the one
+ * tt_qgemm_f32 applies, in float32 with round half to even:
+ *   lo = min(0, min_k x), hi = max(0, max_k x), scale = hi / 255 - lo / 255 (1 if 0),
+ *   zp = clamp(round(-lo / scale), 0, 255) (as -lo * (1 / scale)),
+ *   q[k] = clamp(round(x[k] * (1 / scale)) + zp, 0, 255).
+ * q is M x K u8 (ldq >= K); scale and zero_point get M values. A row holding inf or NaN
+ * gives TT_ERR_INVALID_ARGUMENT naming the first such row. */
+TT_API tt_status tt_qgemm_quantize_rows(int64_t M, int64_t K, const float *x, int64_t ldx,
+                                        uint8_t *q, int64_t ldq, float *scale,
+                                        int32_t *zero_point);
+
+/* c = a @ w exactly in int32: a is M x K u8 (lda >= K), w the K x N weight of `packed`
+ * (packed_bytes: the size of the caller's buffer), c M x N (ldc >= N). */
+TT_API tt_status tt_qgemm_u8s8s32(int64_t M, int64_t N, int64_t K, const uint8_t *a,
+                                  int64_t lda, const void *packed, int64_t packed_bytes,
+                                  int32_t *c, int64_t ldc);
+
+/* The quantized Linear layer in one call: each row of x (M x K float32, ldx >= K) is
+ * quantized as tt_qgemm_quantize_rows does (scale sx[i], zero point zx[i]), multiplied
+ * by the packed weight exactly, and
+ *   pre[i][j] = float(sum_k (q[i][k] - zx[i]) w[k][j]) * (sx[i] * w_scale[j])
+ *   y[i][j]   = pre + bias[j]                  (TT_QGEMM_ACT_NONE)
+ *             = max(pre + bias[j], 0)          (TT_QGEMM_ACT_RELU)
+ *             = gelu(pre + bias[j])            (TT_QGEMM_ACT_GELU, tt_bias_gelu_forward's)
+ * w_scale has N per-output-channel scales; bias has N values or is NULL; y is M x N
+ * float32 (ldy >= N) and must not overlap x. A row of x holding inf or NaN gives
+ * TT_ERR_INVALID_ARGUMENT (y is then unspecified). */
+TT_API tt_status tt_qgemm_f32(int64_t M, int64_t N, int64_t K, const float *x, int64_t ldx,
+                              const void *packed, int64_t packed_bytes, const float *w_scale,
+                              const float *bias, int activation, float *y, int64_t ldy);
 
 /* ------------------------------------------------------------------------ */
 /* Fusion: elementwise programs run as one pass over memory                 */
@@ -628,15 +763,31 @@ TT_API tt_status tt_fusion_run(const tt_fusion_t *program, const void *const *in
 /* The program as one self-contained C11 file defining
  *     int tt_fused_kernel(const void *const *inputs, const int64_t *input_strides,
  *                         void *const *outputs, const int64_t *output_strides);
- * with tt_fusion_run's arguments (the domain shape is baked in; it returns 0). It compiles
- * with cc -std=c11 -O3 -Wall -Werror -fPIC -shared, with or without -fopenmp, and is emitted
- * only from the validated node list. *needed receives the size in bytes including the NUL
- * (needed may be NULL); buf may be NULL when cap == 0; a cap smaller than needed gives
- * TT_ERR_INVALID_ARGUMENT (and still sets *needed). The kernel does not repeat
+ *     const int64_t tt_fused_domain[2];   (rows, cols of the domain)
+ * with tt_fusion_run's arguments (the domain shape is baked in; it returns 0), and, when the
+ * program has no ACCUMULATE output,
+ *     int tt_fused_rows(..., int64_t row_begin, int64_t row_end);   (tt_fused_rows_fn)
+ * which computes rows [row_begin, row_end) only: tt_fusion_run_rows runs it on the
+ * runtime's threads (the file itself starts none). It compiles with
+ * cc -std=c11 -O3 -Wall -Werror -fPIC -shared and is emitted only from the validated node
+ * list. *needed receives the size in bytes including the NUL (needed may be NULL); buf may
+ * be NULL when cap == 0, a size query that returns TT_OK; any other cap smaller than needed
+ * gives TT_ERR_INVALID_ARGUMENT (and still sets *needed). The kernel does not repeat
  * tt_fusion_run's checks of the buffers and strides. A program with an ACCUMULATE output
  * runs its rows on one thread and its kernel returns -1 if its sums cannot be allocated. */
 TT_API tt_status tt_fusion_source(const tt_fusion_t *program, char *buf, int64_t cap,
                                   int64_t *needed);
+
+/* Run a compiled tt_fused_rows over rows x cols (tt_fused_domain) on the runtime's threads,
+ * in chunks of rows, by the rules of tt_fusion_run (one thread below 65536 points). The
+ * arguments are passed to rows_fn unchecked, as tt_fused_kernel takes them. A non-zero
+ * return of rows_fn gives TT_ERR_INTERNAL. Path "fusion:compiled". */
+typedef int (*tt_fused_rows_fn)(const void *const *inputs, const int64_t *input_strides,
+                                void *const *outputs, const int64_t *output_strides,
+                                int64_t row_begin, int64_t row_end);
+TT_API tt_status tt_fusion_run_rows(tt_fused_rows_fn rows_fn, const void *const *inputs,
+                                    const int64_t *input_strides, void *const *outputs,
+                                    const int64_t *output_strides, int64_t rows, int64_t cols);
 
 /* Name of the code path the calling thread's most recent kernel call took, e.g.
  * "sgemm:avx2", "sgemm:reference", "bias_gelu_forward:avx512". Tests use it to

@@ -117,11 +117,13 @@ MAX_THREADS = 256
 
 
 def set_num_threads(n: int) -> None:
-    """Threads used by native kernels (default: OMP_NUM_THREADS when set, else all cores)."""
+    """Threads used by native kernels (default: OMP_NUM_THREADS when set, else the CPUs this
+    process may use: its affinity mask, lowered to a cgroup CPU quota; ``tinytorch info``
+    says which rule decided)."""
     global _fallback_threads
     if not isinstance(n, int) or isinstance(n, bool):
         raise TypeError(f"set_num_threads: n must be an int, got {n!r}")
-    if not 1 <= n <= MAX_THREADS:  # the runtime's TT_MAX_THREADS: OpenMP cannot make absurd teams
+    if not 1 <= n <= MAX_THREADS:  # the runtime's TT_MAX_THREADS
         raise ValueError(f"set_num_threads: n={n} is outside 1..{MAX_THREADS}")
     _fallback_threads = n
     if native.available():

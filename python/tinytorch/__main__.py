@@ -39,8 +39,8 @@ def cmd_info(args) -> int:
                  ("ISAs compiled", ", ".join(info["isas_compiled"])),
                  ("ISAs detected", ", ".join(info["isa_detected"])),
                  ("ISA active", info["isa_active"] + (f"  ({info['isa_env_error']})" if info["isa_env_error"] else "")),
-                 ("OpenMP", "yes" if info["openmp"] else "no (kernels run on one thread)"),
-                 ("threads", f"{get_num_threads()} of {info['max_threads']}"),
+                 ("threads", f"{get_num_threads()} of {info['max_threads']} CPUs, from "
+                             f"{info.get('threads_source') or 'the default'} (the runtime's own pool)"),
                  ("allocator", _allocator.tuning())]
     else:
         state = "loaded, but its build report is unreadable" if info["available"] else \

@@ -41,6 +41,12 @@ class MemoryStats(ctypes.Structure):
                 ("allocations", c_int64), ("frees", c_int64)]
 
 
+class ThreadStats(ctypes.Structure):
+    """tt_thread_stats_t: the thread pool's counters (tinytorch.h)."""
+    _fields_ = [(name, c_int64) for name in ("jobs", "solo_jobs", "chunks_caller", "chunks_workers",
+                                              "stalls", "backed_off_jobs", "workers")]
+
+
 _ptr = c_void_p
 _status = c_int
 
@@ -63,6 +69,10 @@ PROTOTYPES = {
     "tt_isa_env_error": (c_char_p, []),
     "tt_set_num_threads": (_status, [c_int]),
     "tt_get_num_threads": (c_int, []),
+    "tt_threads_source": (c_char_p, []),
+    "tt_thread_stats": (_status, [_ptr]),
+    "tt_thread_stats_reset": (_status, []),
+    "tt_thread_pool_hold": (_status, [c_int]),
     "tt_storage_create": (_status, [c_int64, _ptr]),
     "tt_storage_retain": (_status, [c_void_p]),
     "tt_storage_release": (_status, [c_void_p]),
@@ -150,12 +160,13 @@ OPTIONAL_PROTOTYPES.update({
 # The fusion executor (runtime/fusion/README.md): optional, so a library built before it
 # still loads; extensions/compile.py then runs fusion programs on NumPy and says why.
 FUSION_SYMBOLS = ("tt_fusion_create", "tt_fusion_free", "tt_fusion_info", "tt_fusion_run",
-                  "tt_fusion_source")
+                  "tt_fusion_source", "tt_fusion_run_rows")
 OPTIONAL_PROTOTYPES.update({
     "tt_fusion_create": (_status, [_ptr, c_int64, _ptr, c_int64, _ptr]),
     "tt_fusion_free": (_status, [c_void_p]),
     "tt_fusion_info": (_status, [c_void_p, _ptr, _ptr, _ptr]),
     "tt_fusion_run": (_status, [c_void_p, _ptr, _ptr, _ptr, _ptr]),
+    "tt_fusion_run_rows": (_status, [_ptr, _ptr, _ptr, _ptr, _ptr, c_int64, c_int64]),
     "tt_fusion_source": (_status, [c_void_p, c_char_p, c_int64, _ptr]),
 })
 
@@ -379,6 +390,12 @@ def memory_stats() -> dict:
     return {f: getattr(stats, f) for f, _ in MemoryStats._fields_}
 
 
+def thread_stats() -> dict:
+    stats = ThreadStats()
+    check(require().tt_thread_stats(ctypes.byref(stats)))
+    return {f: getattr(stats, f) for f, _ in ThreadStats._fields_}
+
+
 def last_kernel_path() -> str:
     return require().tt_last_kernel_path().decode()
 
@@ -408,17 +425,36 @@ def has_fusion() -> bool:
     return lib is not None and all(getattr(lib, n, None) is not None for n in FUSION_SYMBOLS)
 
 
-def fused_kernel(path: str):
-    """Load a compiled fusion kernel (the C file of tt_fusion_source, built as a shared
-    object at ``path``) and return its ``tt_fused_kernel`` with its prototype declared:
-    int (const void *const *inputs, const int64_t *input_strides, void *const *outputs,
-    const int64_t *output_strides). OSError / AttributeError when it does not load."""
-    handle = ctypes.CDLL(path)
-    fn = handle.tt_fused_kernel
-    fn.restype = c_int
-    fn.argtypes = [c_void_p, c_void_p, c_void_p, c_void_p]
-    fn._tt_handle = handle  # keep the library mapped while the function lives
-    return fn
+class FusedKernel:
+    """A compiled fusion kernel (the C file of tt_fusion_source built as a shared object),
+    called with tt_fusion_run's four pointer arguments. When the file defines tt_fused_rows
+    (programs without ACCUMULATE outputs) the runtime's thread pool runs it in chunks of rows
+    (tt_fusion_run_rows) and the call returns 0 or raises; else tt_fused_kernel runs every row
+    on the calling thread and its return value (0, or -1: no memory) is returned."""
+
+    def __init__(self, path: str):
+        self._handle = ctypes.CDLL(path)  # kept: the library stays mapped while this lives
+        kernel = self._handle.tt_fused_kernel
+        kernel.restype = c_int
+        kernel.argtypes = [c_void_p, c_void_p, c_void_p, c_void_p]
+        self._kernel = kernel
+        rows = getattr(self._handle, "tt_fused_rows", None)
+        self._rows = ctypes.cast(rows, c_void_p).value if rows is not None else None
+        rows_cols = (c_int64 * 2).in_dll(self._handle, "tt_fused_domain")
+        self._domain = (int(rows_cols[0]), int(rows_cols[1]))
+
+    def __call__(self, inputs, input_strides, outputs, output_strides) -> int:
+        if self._rows is None:
+            return self._kernel(inputs, input_strides, outputs, output_strides)
+        check(require().tt_fusion_run_rows(self._rows, inputs, input_strides, outputs, output_strides,
+                                           *self._domain), "tt_fusion_run_rows")
+        return 0
+
+
+def fused_kernel(path: str) -> FusedKernel:
+    """Load the compiled fusion kernel at ``path`` (see FusedKernel). OSError /
+    AttributeError / ValueError when it does not load."""
+    return FusedKernel(path)
 
 
 def libc_malloc_controls():

@@ -25,18 +25,18 @@ def reason() -> str:
 
 
 def info() -> dict:
-    """Version, library path, ISAs (compiled, detected, active), threads, OpenMP, and the
-    reason when unavailable. Always returns a dict; never raises."""
+    """Version, library path, ISAs (compiled, detected, active), threads and where their
+    count came from (``threads_source``), and the reason when unavailable. Always returns a dict; never raises."""
     if not _native.available():
         return {"available": False, "version": None, "library": None, "isas_compiled": [],
-                "isa_detected": [], "isa_active": None, "threads": 1, "openmp": False,
+                "isa_detected": [], "isa_active": None, "threads": 1, "threads_source": "",
                 "reason": _native.reason()}
     try:
         data = _native.build_info()
     except ValueError as exc:  # a malformed report must not break `tinytorch info`
         return {"available": True, "version": None, "library": _native.library_path(),
                 "isas_compiled": [], "isa_detected": [], "isa_active": None, "threads": 1,
-                "openmp": False, "reason": f"tt_build_info() returned malformed JSON: {exc}"}
+                "threads_source": "", "reason": f"tt_build_info() returned malformed JSON: {exc}"}
     data.update(available=True, library=_native.library_path(), reason="")
     return data
 
@@ -57,6 +57,20 @@ def isa() -> str:
 def memory_stats() -> dict:
     """Runtime allocation counters: bytes_in_use, peak_bytes, allocations, frees."""
     return _native.memory_stats()
+
+
+def thread_stats() -> dict:
+    """The runtime thread pool's counters since start or :func:`reset_thread_stats`:
+    jobs (parallel calls offered to the pool), solo_jobs (run alone: the pool was busy with
+    another thread's call), chunks_caller / chunks_workers (who ran the chunks), stalls
+    (joins that waited long for a preempted worker), backed_off_jobs (run alone during the
+    back-off after a stall), workers (pool threads). RuntimeError when not loaded."""
+    return _native.thread_stats()
+
+
+def reset_thread_stats() -> None:
+    """Zero the thread pool's counters and end any back-off period."""
+    _native.check(_native.require().tt_thread_stats_reset(), "reset_thread_stats")
 
 
 def reset_peak_memory() -> None:

@@ -4,12 +4,11 @@
  */
 #include "core/error.h"
 #include "core/isa.h"
+#include "core/thread_pool.h"
 
 #include <cstdio>
 #include <string>
-#ifdef TT_HAVE_OPENMP
-#include <omp.h>
-#endif
+#include <thread>
 
 namespace {
 thread_local std::string g_info;
@@ -43,13 +42,8 @@ int supported_and_compiled(tt_isa isa) { return tt_isa_compiled(isa) && tt_isa_s
 
 extern "C" TT_API const char *tt_build_info(void) {
     char buf[1024];
-    int max_threads = 1;
-#ifdef TT_HAVE_OPENMP
-    const char *openmp = "true";
-    max_threads = omp_get_num_procs();
-#else
-    const char *openmp = "false";
-#endif
+    const unsigned cpus = std::thread::hardware_concurrency();
+    const int max_threads = cpus > 0 ? (int)cpus : 1;
     tt_isa best = TT_ISA_SCALAR;
     const tt_isa order[] = {TT_ISA_AVX512, TT_ISA_AVX2, TT_ISA_NEON};
     for (tt_isa isa : order)
@@ -60,11 +54,11 @@ extern "C" TT_API const char *tt_build_info(void) {
     std::snprintf(buf, sizeof buf,
                   "{\"version\": \"%s\", \"compiler\": \"%s\", \"build_type\": \"%s\", "
                   "\"isas_compiled\": %s, \"isa_detected\": %s, \"isa_best\": \"%s\", "
-                  "\"isa_active\": \"%s\", \"isa_env_error\": \"%s\", \"openmp\": %s, "
-                  "\"threads\": %d, \"max_threads\": %d}",
+                  "\"isa_active\": \"%s\", \"isa_env_error\": \"%s\", \"threads\": %d, "
+                  "\"threads_source\": \"%s\", \"max_threads\": %d}",
                   tt_version(), compiler().c_str(), TT_BUILD_TYPE, isa_list(tt_isa_compiled).c_str(),
                   isa_list(tt_isa_supported).c_str(), tt_isa_name(best), tt_isa_name(tt_isa_active()),
-                  tt_isa_env_error(), openmp, tt::num_threads(), max_threads);
+                  tt_isa_env_error(), tt::num_threads(), tt_threads_source(), max_threads);
     g_info = buf;
     return g_info.c_str();
 }

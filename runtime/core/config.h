@@ -38,3 +38,8 @@
 
 /* Elementwise kernels split rows across threads only above this many elements. */
 #define TT_ELEMENTWISE_PARALLEL_MIN (1LL << 16)
+
+/* Elements per chunk of a parallel elementwise or row kernel (core/parallel.h): ~10-20 us
+ * of work, so a worker that loses its core mid-chunk delays a call by little, while the
+ * claim (one atomic compare-and-swap) stays negligible. */
+#define TT_PARALLEL_CHUNK_ELEMENTS (1LL << 14)

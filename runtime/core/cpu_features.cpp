@@ -1,5 +1,5 @@
 /*
- * cpu_features.cpp -- what the CPU can do, which ISA the kernels use, threads.
+ * cpu_features.cpp -- what the CPU can do, and which ISA the kernels use (threads: threads.cpp).
  *
  * Detection uses CPUID and XGETBV on x86 (the OS must also save the wider
  * registers: AVX needs XCR0 bits 1-2, AVX-512 bits 5-7) and is compile-time on
@@ -24,9 +24,6 @@
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #include <cpuid.h>
 #define TT_X86 1
-#endif
-#ifdef TT_HAVE_OPENMP
-#include <omp.h>
 #endif
 
 namespace {
@@ -142,38 +139,10 @@ std::atomic<int> &active_slot() {
     return slot;
 }
 
-int default_threads() {
-#ifdef TT_HAVE_OPENMP
-    const char *env = std::getenv("OMP_NUM_THREADS");
-    const long n = env ? std::strtol(env, nullptr, 10) : 0;  // "4,2" (nested lists) reads as 4
-    if (n > 0) return n > TT_MAX_THREADS ? TT_MAX_THREADS : (int)n;
-    const int procs = omp_get_num_procs();
-    return procs < 1 ? 1 : (procs > TT_MAX_THREADS ? TT_MAX_THREADS : procs);
-#else
-    return 1;
-#endif
-}
-
-std::atomic<int> &threads_slot() {
-    static std::atomic<int> slot{default_threads()};
-    return slot;
-}
-
 }  // namespace
 
 namespace tt {
 tt_isa active_isa() { return (tt_isa)active_slot().load(std::memory_order_relaxed); }
-
-int num_threads() {
-    const int n = threads_slot().load(std::memory_order_relaxed);
-#ifdef TT_HAVE_OPENMP
-    // Never ask OpenMP for more threads than OMP_THREAD_LIMIT allows.
-    const int limit = omp_get_thread_limit();
-    return limit > 0 && n > limit ? limit : n;
-#else
-    return n;
-#endif
-}
 
 bool cpu_has_f16c() { return features().f16c; }
 }  // namespace tt
@@ -230,19 +199,5 @@ TT_API const char *tt_isa_env_error(void) {
     (void)active_slot();  // make sure the environment has been read
     return g_env_error;
 }
-
-TT_API tt_status tt_set_num_threads(int n) {
-    if (n < 1 || n > TT_MAX_THREADS)
-        return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_set_num_threads: n=%d is outside 1..%d", n,
-                        TT_MAX_THREADS);
-#ifdef TT_HAVE_OPENMP
-    threads_slot().store(n);
-#else
-    threads_slot().store(1);
-#endif
-    return TT_OK;
-}
-
-TT_API int tt_get_num_threads(void) { return tt::num_threads(); }
 
 }  // extern "C"

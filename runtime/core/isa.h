@@ -13,9 +13,6 @@ namespace tt {
 
 tt_isa active_isa();
 
-/* Threads the kernels should use (1..TT_MAX_THREADS, within OMP_THREAD_LIMIT). */
-int num_threads();
-
 /* The CPU (and OS) support the F16C conversion instructions. */
 bool cpu_has_f16c();
 

@@ -1,23 +1,28 @@
 /*
- * parallel.h -- private: the one way kernels split a range of rows across threads.
+ * parallel.h -- private: the one way kernels split work across threads.
  *
- * split_range gives part `index` of `count` items cut into `parts` near-equal contiguous
- * runs; parallel_ranges runs body(begin, end, tid) once per thread of an OpenMP team of
- * up to nt threads (on the caller's thread alone when nt == 1, which enters no parallel
- * region) and returns the team's real size (OpenMP may give fewer threads than asked,
- * in a nested region for example). Deterministic: a given team size always gives the
- * same split.
+ * What it owns: the loops kernels write on top of the runtime's thread pool
+ * (core/thread_pool.h, where the threading model is described) and the rules that decide
+ * how many threads a kernel family may use. What it assumes: a body writes only its own
+ * part of the result, and anything it reduces goes to a per-chunk partial that the kernel
+ * adds up in chunk order afterwards.
+ *
+ *   parallel_chunks(chunks, nt, body(chunk, slot))      chunk = 0 .. chunks-1
+ *   parallel_for(count, grain, nt, body(begin, end, slot))
+ *       [0, count) cut into runs of `grain` items (the last one shorter): the cut depends
+ *       on count and grain only, never on nt, so a reduction over the runs gives the same
+ *       bits on every thread count.
+ *
+ * `slot` (0 .. nt-1) indexes per-thread scratch; it says nothing about which part of the
+ * work a body gets. nt <= 1 runs everything on the caller, in order.
  */
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/config.h"
-#include "core/isa.h"
-
-#if defined(TT_HAVE_OPENMP)
-#include <omp.h>
-#endif
+#include "core/thread_pool.h"
 
 namespace tt {
 
@@ -28,16 +33,57 @@ inline void split_range(int64_t count, int parts, int index, int64_t *begin, int
     *end = *begin + base + (index < extra ? 1 : 0);
 }
 
-/* Threads for a row-wise elementwise kernel over rows x cols: one below
- * TT_ELEMENTWISE_PARALLEL_MIN elements (waking a team costs more than it saves), else up to
- * one per row. */
+template <class Body>
+void parallel_chunks(int64_t chunks, int nt, Body &&body) {
+    if (chunks <= 0) return;
+    if (nt <= 1 || chunks == 1) {
+        for (int64_t c = 0; c < chunks; ++c) body(c, 0);
+        return;
+    }
+    using B = typename std::remove_reference<Body>::type;
+    run_chunks(chunks, nt, [](void *ctx, int64_t c, int slot) { (*static_cast<B *>(ctx))(c, slot); },
+               const_cast<void *>(static_cast<const void *>(&body)));
+}
+
+inline int64_t chunk_count(int64_t count, int64_t grain) {
+    return count <= 0 ? 0 : (count + grain - 1) / grain;
+}
+
+template <class Body>
+void parallel_for(int64_t count, int64_t grain, int nt, Body &&body) {
+    if (count <= 0) return;
+    grain = std::max<int64_t>(1, grain);
+    parallel_chunks(chunk_count(count, grain), nt, [&](int64_t c, int slot) {
+        const int64_t begin = c * grain;
+        body(begin, std::min(count, begin + grain), slot);
+    });
+}
+
 /* Threads for memory-bound work of `work` elements cut into `parts` independent pieces:
- * one below TT_ELEMENTWISE_PARALLEL_MIN elements (waking a team costs more than it saves) or
- * with fewer than two pieces, else up to one per piece. */
+ * one below TT_ELEMENTWISE_PARALLEL_MIN elements (waking a worker costs more than it
+ * saves) or with fewer than two pieces, else up to one per piece. */
 inline int memory_bound_threads(double work, int64_t parts) {
     const int nt = num_threads();
     if (nt <= 1 || parts < 2 || work < (double)TT_ELEMENTWISE_PARALLEL_MIN) return 1;
     return (int)std::min<int64_t>(nt, parts);
+}
+
+/* Rows per chunk of a row-wise kernel over rows x cols: about TT_PARALLEL_CHUNK_ELEMENTS
+ * elements (a few microseconds of work: short enough that a preempted worker holds back
+ * little, long enough that claiming costs nothing), at least one row, and a multiple of
+ * `multiple` rows. */
+inline int64_t row_grain(int64_t cols, int64_t multiple = 1) {
+    int64_t rows = std::max<int64_t>(1, (int64_t)TT_PARALLEL_CHUNK_ELEMENTS / std::max<int64_t>(cols, 1));
+    rows = (rows + multiple - 1) / multiple * multiple;
+    return rows;
+}
+
+/* Items per chunk when `items` pieces hold `work` elements in all: about
+ * TT_PARALLEL_CHUNK_ELEMENTS elements a chunk, at least one item. */
+inline int64_t grain_for(int64_t items, double work) {
+    if (items <= 0 || work <= 0) return 1;
+    const double per_item = work / (double)items;
+    return std::max<int64_t>(1, (int64_t)((double)TT_PARALLEL_CHUNK_ELEMENTS / per_item));
 }
 
 inline int elementwise_threads(int64_t rows, int64_t cols) {
@@ -49,26 +95,13 @@ inline int elementwise_threads(int64_t rows, int64_t cols) {
  * enough to amortise the add. */
 constexpr int64_t kColsumChunkRows = 64;
 
-template <class Body>
-int parallel_ranges(int64_t count, int nt, Body body) {
-    if (nt <= 1) {
-        body(int64_t{0}, count, 0);
-        return 1;
-    }
-    int team = 1;
-#if defined(TT_HAVE_OPENMP)
-#pragma omp parallel num_threads(nt)
-    {
-        const int size = omp_get_num_threads(), tid = omp_get_thread_num();
-        if (tid == 0) team = size;  // read only after the region ends
-        int64_t begin, end;
-        split_range(count, size, tid, &begin, &end);
-        body(begin, end, tid);
-    }
-#else
-    body(int64_t{0}, count, 0);
-#endif
-    return team;
+/* Rows per chunk of a column-sum kernel: whole kColsumChunkRows blocks, and at most
+ * kMaxSumChunks chunks, so the per-chunk partial sums (chunks x cols doubles) stay small. */
+constexpr int64_t kMaxSumChunks = 64;
+inline int64_t colsum_grain(int64_t rows, int64_t cols) {
+    const int64_t by_count = (rows + kMaxSumChunks - 1) / kMaxSumChunks;
+    const int64_t g = std::max(row_grain(cols), by_count);
+    return (g + kColsumChunkRows - 1) / kColsumChunkRows * kColsumChunkRows;
 }
 
 }  // namespace tt

@@ -24,19 +24,20 @@
  *     dVj += P^T dOi;   dP^T = Vj dO^T;  dS^T = P^T (dP^T - D) scale
  *     dKj += dS^T Qi;   dQi += dS Kj
  * dK and dV of a key block live in the workspace until the block is done; dQ goes to the
- * output directly when one thread owns the whole head, else to per-thread partial sums
- * that are added in thread order afterwards (deterministic for a given thread count).
+ * output directly when one item owns the whole head, else to a partial sum per item that
+ * is added in item order afterwards.
  *
- * Threads (OpenMP through parallel.h): the forward hands out (batch*head, query block)
- * items from an atomic counter, the causally heaviest (last) query blocks first; each item
- * writes its own rows, so the result does not depend on the schedule. The backward gives
- * whole heads to threads when there are enough of them, else splits the key blocks of each
- * head into contiguous ranges (in an order that mixes light and heavy causal blocks).
+ * Threads (the runtime's pool through parallel.h): the forward's chunks are (batch*head,
+ * query block) items, the causally heaviest (last) query blocks first; each item writes its
+ * own rows, so the result does not depend on the schedule. The backward's items are whole
+ * heads when there are at least 8, else a head's key blocks cut into a few groups (in an
+ * order that mixes light and heavy causal blocks); the number of groups depends on the
+ * problem alone, so every thread count gives the same bits.
  *
  * Workspace is allocated as runtime storage (tt_storage_create), so tt_memory_stats
  * counts it: forward (2d + 64 + 3) x 64 floats per thread, backward about
- * 2 (sq + 64) (d + 1) + 2 x 64 (64 + d) floats per thread, plus 2 sq d per thread when
- * heads are split. Nothing of size sq x sk is ever allocated.
+ * 2 (sq + 64) (d + 1) + 2 x 64 (64 + d) floats per thread, plus sq d per item when
+ * heads are split (fewer than 8 heads: at most 14 sq d). Nothing of size sq x sk is ever allocated.
  */
 #include <algorithm>
 #include <atomic>
@@ -110,13 +111,15 @@ tt_status check_dims(const char *fn, const Dims &g, int causal, float scale) {
         return fail(TT_ERR_INVALID_ARGUMENT, "%s: scale=%g is not finite", fn, (double)scale);
     /* Every element count (and the workspace below) must fit int64 bytes; the sizes are
      * counted as at least 1, like tt_tensor_create, so a stride computation never overflows. */
-    int64_t n = 1;
+    int64_t n = 1, rows_padded = 0, d_plus = 0;
     const int64_t rows = std::max(g.sq, g.sk);
+    /* checked adds: rows or d near INT64_MAX must not overflow on the way to the product */
+    const bool padded_overflow = add_overflows(std::max<int64_t>(rows, 1), kBq, &rows_padded) ||
+                                 add_overflows(std::max<int64_t>(g.d, 1), 1, &d_plus);
     const int64_t factors[] = {std::max<int64_t>(g.batch, 1), std::max<int64_t>(g.heads, 1),
-                               std::max<int64_t>(rows, 1) + kBq, std::max<int64_t>(g.d, 1) + 1,
-                               (int64_t)sizeof(float) * 8};
+                               rows_padded, d_plus, (int64_t)sizeof(float) * 8};
     for (int64_t f : factors)
-        if (mul_overflows(n, f, &n))
+        if (padded_overflow || mul_overflows(n, f, &n))
             return fail(TT_ERR_OVERFLOW,
                         "%s: batch=%lld x heads=%lld x %lld rows x d=%lld floats overflow int64 "
                         "bytes", fn, (long long)g.batch, (long long)g.heads, (long long)rows,
@@ -343,18 +346,15 @@ struct BackwardScratch {
     float *Qt, *dOt, *lsub, *D; /* [nqb][d][kBq], [nqb][d][kBq], [nqb*kBq], [nqb*kBq] */
     float *S, *dP;              /* [kBk][kBq] each */
     float *dK, *dV;             /* [kBk][d] each */
-    float *partial[2];          /* [sq][d] each, or NULL */
     int64_t head = -1;          /* the head packed in Qt/dOt/lsub/D */
 };
 
-int64_t backward_workspace(const BackwardProblem &P, bool partials) {
+int64_t backward_workspace(const BackwardProblem &P) {
     const int64_t d = P.g.d, padded = P.nqb * kBq;
-    int64_t n = 2 * padded * d + 2 * padded + 2 * kBk * kBq + 2 * kBk * d;
-    if (partials) n += 2 * P.g.sq * d;
-    return n;
+    return 2 * padded * d + 2 * padded + 2 * kBk * kBq + 2 * kBk * d;
 }
 
-void carve(BackwardScratch *s, float *ws, const BackwardProblem &P, bool partials) {
+void carve(BackwardScratch *s, float *ws, const BackwardProblem &P) {
     const int64_t d = P.g.d, padded = P.nqb * kBq;
     s->Qt = ws;
     s->dOt = s->Qt + padded * d;
@@ -364,8 +364,6 @@ void carve(BackwardScratch *s, float *ws, const BackwardProblem &P, bool partial
     s->dP = s->S + kBk * kBq;
     s->dK = s->dP + kBk * kBq;
     s->dV = s->dK + kBk * d;
-    s->partial[0] = partials ? s->dV + kBk * d : nullptr;
-    s->partial[1] = partials ? s->partial[0] + P.g.sq * d : nullptr;
     s->head = -1;
 }
 
@@ -451,6 +449,15 @@ void backward_block(const BackwardProblem &P, const AttentionKernels &K, int64_t
     }
 }
 
+/* Groups of key blocks per head in the backward: enough items (heads x groups) to keep
+ * kBackwardItems threads busy when there are few heads, never more groups than key blocks.
+ * A function of the problem only: the dQ sums must not depend on the thread count. */
+constexpr int64_t kBackwardItems = 8;
+inline int64_t backward_groups(int64_t heads, int64_t key_blocks) {
+    if (heads >= kBackwardItems) return 1;
+    return std::max<int64_t>(1, std::min<int64_t>(key_blocks, (kBackwardItems + heads - 1) / heads));
+}
+
 /* Key block at position idx of a head's order: 0, n-1, 1, n-2, ... so that a contiguous
  * range of positions mixes blocks many queries see with blocks few queries see. */
 inline int64_t balanced_block(int64_t idx, int64_t n) {
@@ -466,6 +473,17 @@ void zero_operand(const Operand &op, const Dims &g) {
     for (int64_t b = 0; b < g.batch; ++b)
         for (int64_t h = 0; h < g.heads; ++h)
             zero_rows(op.p + b * op.s0 + h * op.s1, op.rows, op.s2, g.d);
+}
+
+/* lse of a d = 0 problem without running the blocks: every score is 0, so query i's lse is
+ * the log of the number of keys it sees (-inf when none), the same for every head. */
+void zero_width_lse(float *lse, int64_t BH, int64_t sq, int64_t sk, int causal) {
+    const int64_t off = causal == 2 ? sk - sq : 0;
+    for (int64_t i = 0; i < sq; ++i) {
+        const int64_t seen = causal ? std::min<int64_t>(std::max<int64_t>(i + off + 1, 0), sk) : sk;
+        lse[i] = seen > 0 ? std::log((float)seen) : -kInf;
+    }
+    for (int64_t bh = 1; bh < BH; ++bh) std::memcpy(lse + bh * sq, lse, (size_t)sq * sizeof(float));
 }
 
 }  // namespace
@@ -502,6 +520,10 @@ extern "C" TT_API tt_status tt_attention_forward(
     set_kernel_path(K.forward_path);
     const int64_t BH = batch * heads;
     if (BH == 0 || sq == 0) return TT_OK;
+    if (d == 0) { /* every score is 0 and o has no elements: only lse = log(keys seen) */
+        if (lse) zero_width_lse(lse, BH, sq, sk, causal);
+        return TT_OK;
+    }
     P.lse = lse;
     P.scale = scale;
     P.causal = causal;
@@ -512,15 +534,9 @@ extern "C" TT_API tt_status tt_attention_forward(
     const int64_t per_thread = forward_workspace(d);
     Workspace ws;
     if ((st = ws.allocate(kFn, per_thread, nt)) != TT_OK) return st;
-    std::atomic<int64_t> next{0};
-    parallel_ranges(nt, nt, [&](int64_t, int64_t, int tid) {
-        float *mine = ws.data() + tid * per_thread;
-        for (;;) {
-            const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
-            if (t >= items) break;
-            /* last (causally heaviest) query blocks first */
-            forward_block(P, K, t % BH, nqb - 1 - t / BH, mine);
-        }
+    /* Item t: head t % BH, query block nqb - 1 - t / BH (the causally heaviest first). */
+    parallel_chunks(items, nt, [&](int64_t t, int slot) {
+        forward_block(P, K, t % BH, nqb - 1 - t / BH, ws.data() + slot * per_thread);
     });
     return TT_OK;
 }
@@ -594,89 +610,57 @@ extern "C" TT_API tt_status tt_attention_backward(
     P.nqb = ceil_div(sq, kBq);
     P.ncb = ceil_div(sk, kBk);
 
-    const int64_t items = BH * P.ncb;
+    /* Items are (head, group of key blocks). How many groups a head's key blocks form
+     * depends on the problem alone (never on the thread count), so dQ, summed over the
+     * groups in group order, has the same bits on any thread count. */
+    const int64_t groups = backward_groups(BH, P.ncb), items = BH * groups;
     const int nt = threads_for(items, 4.0 * (double)BH * (double)sq * (double)sk * (double)d);
-    /* Whole heads per thread when that balances; else split each head's key blocks. */
-    const bool whole_heads = nt == 1 || BH % nt == 0 || BH >= 4 * nt;
-    const bool need_q = grad_q != nullptr;
-    const int64_t per_thread = backward_workspace(P, !whole_heads && need_q);
-    Workspace ws;
+    const bool need_q = grad_q != nullptr, partial_q = need_q && groups > 1;
+    const int64_t per_thread = backward_workspace(P);
+    Workspace ws, partials;
     if ((st = ws.allocate(kFn, per_thread, nt)) != TT_OK) return st;
+    if (partial_q && (st = partials.allocate(kFn, sq * d, (int)items)) != TT_OK) return st;
+    BackwardScratch scratch[TT_MAX_THREADS];  // one per slot, so a slot keeps its packed head
+    for (int t = 0; t < nt; ++t) carve(&scratch[t], ws.data() + t * per_thread, P);
 
-    if (whole_heads) {
-        std::atomic<int64_t> next{0};
-        parallel_ranges(nt, nt, [&](int64_t, int64_t, int tid) {
-            BackwardScratch s;
-            carve(&s, ws.data() + tid * per_thread, P, false);
-            for (;;) {
-                const int64_t bh = next.fetch_add(1, std::memory_order_relaxed);
-                if (bh >= BH) break;
-                prepare_head(P, bh, &s);
-                float *dq = nullptr;
-                if (need_q) {
-                    dq = P.gq.p + (bh / heads) * P.gq.s0 + (bh % heads) * P.gq.s1;
-                    zero_rows(dq, sq, P.gq.s2, d);
-                }
-                for (int64_t cb = 0; cb < P.ncb; ++cb) backward_block(P, K, bh, cb, &s, dq, P.gq.s2);
-            }
-        });
-        return TT_OK;
-    }
-
-    /* Split heads: thread t takes positions [begin, end) of the (head, key block) order. A
-     * head wholly inside one range is that thread's; the first and last head of a range may
-     * be shared, and their dQ goes to the thread's two partial buffers. */
-    const int team = parallel_ranges(items, nt, [&](int64_t begin, int64_t end, int tid) {
-        BackwardScratch s;
-        carve(&s, ws.data() + tid * per_thread, P, need_q);
-        for (int64_t t = begin; t < end;) {
-            const int64_t bh = t / P.ncb, head_end = std::min(end, (bh + 1) * P.ncb);
-            const bool owned = t == bh * P.ncb && head_end == (bh + 1) * P.ncb;
-            prepare_head(P, bh, &s);
-            float *dq = nullptr;
-            int64_t ldq = d;
-            if (need_q) {
-                if (owned) {
-                    dq = P.gq.p + (bh / heads) * P.gq.s0 + (bh % heads) * P.gq.s1;
-                    ldq = P.gq.s2;
-                    zero_rows(dq, sq, ldq, d);
-                } else {
-                    dq = s.partial[t == begin ? 0 : 1];
-                    std::memset(dq, 0, (size_t)(sq * d) * sizeof(float));
-                }
-            }
-            for (; t < head_end; ++t)
-                backward_block(P, K, bh, balanced_block(t - bh * P.ncb, P.ncb), &s, dq, ldq);
+    parallel_chunks(items, nt, [&](int64_t item, int slot) {
+        BackwardScratch &s = scratch[slot];
+        const int64_t bh = item / groups, group = item % groups;
+        prepare_head(P, bh, &s);
+        float *dq = nullptr;
+        int64_t ldq = d;
+        if (partial_q) {
+            dq = partials.data() + item * sq * d;
+            std::memset(dq, 0, (size_t)(sq * d) * sizeof(float));
+        } else if (need_q) {
+            dq = P.gq.p + (bh / heads) * P.gq.s0 + (bh % heads) * P.gq.s1;
+            ldq = P.gq.s2;
+            zero_rows(dq, sq, ldq, d);
         }
-    });
-    if (!need_q) return TT_OK;
-    /* Shared heads: dQ = the partial sums of the threads that touched them, in thread order.
-     * The ranges are ordered, so the thread whose segment starts the head comes first and
-     * copies; the others add. */
-    for (int tid = 0; tid < team; ++tid) {
+        if (groups == 1) {
+            for (int64_t cb = 0; cb < P.ncb; ++cb) backward_block(P, K, bh, cb, &s, dq, ldq);
+            return;
+        }
         int64_t begin, end;
-        split_range(items, team, tid, &begin, &end);
-        if (begin >= end) continue;
-        BackwardScratch s;
-        carve(&s, ws.data() + tid * per_thread, P, true);
-        for (int slot = 0; slot < 2; ++slot) {
-            const int64_t bh = slot == 0 ? begin / P.ncb : (end - 1) / P.ncb;
-            if (slot == 1 && bh == begin / P.ncb) break;
-            const int64_t seg_begin = slot == 0 ? begin : bh * P.ncb;
-            const int64_t seg_end = std::min(end, (bh + 1) * P.ncb);
-            if (seg_begin == bh * P.ncb && seg_end == (bh + 1) * P.ncb) continue; /* owned */
-            const bool first = seg_begin == bh * P.ncb;
+        split_range(P.ncb, (int)groups, (int)group, &begin, &end);
+        for (int64_t pos = begin; pos < end; ++pos)
+            backward_block(P, K, bh, balanced_block(pos, P.ncb), &s, dq, ldq);
+    });
+    if (!partial_q) return TT_OK;
+    /* dQ of each head: its groups' partial sums, in group order. */
+    parallel_for(BH, 1, nt, [&](int64_t b0, int64_t b1, int) {
+        for (int64_t bh = b0; bh < b1; ++bh) {
             float *dq = P.gq.p + (bh / heads) * P.gq.s0 + (bh % heads) * P.gq.s1;
-            const float *part = s.partial[slot];
             for (int64_t i = 0; i < sq; ++i) {
                 float *row = dq + i * P.gq.s2;
-                const float *src = part + i * d;
-                if (first)
-                    std::memcpy(row, src, (size_t)d * sizeof(float));
-                else
-                    for (int64_t c = 0; c < d; ++c) row[c] += src[c];
+                const float *src = partials.data() + (bh * groups) * sq * d + i * d;
+                std::memcpy(row, src, (size_t)d * sizeof(float));
+                for (int64_t gi = 1; gi < groups; ++gi) {
+                    const float *part = src + gi * sq * d;
+                    for (int64_t c = 0; c < d; ++c) row[c] += part[c];
+                }
             }
         }
-    }
+    });
     return TT_OK;
 }

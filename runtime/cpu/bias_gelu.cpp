@@ -8,10 +8,10 @@
  * are in bias_gelu_kernels.h; the float64 oracle is bias_gelu_reference.cpp.
  *
  * Loops go rows, then columns (no index arithmetic or % per element). Above
- * TT_ELEMENTWISE_PARALLEL_MIN elements the rows are split into one contiguous range per
- * thread. grad_bias is summed per thread in float over chunks of rows, then into
- * float64 per thread, and the thread totals are added in thread order, so the result
- * is deterministic for a given thread count and accurate for tall inputs.
+ * TT_ELEMENTWISE_PARALLEL_MIN elements the rows go to threads in chunks (core/parallel.h).
+ * grad_bias is summed in float over blocks of 64 rows, then into a float64 partial per
+ * chunk, and the partials are added in chunk order, so the result is the same on any
+ * thread count and accurate for tall inputs.
  */
 #include <algorithm>
 #include <cmath>
@@ -163,7 +163,8 @@ extern "C" TT_API tt_status tt_bias_gelu_forward(const float *x, const float *bi
     tt::set_kernel_path(k.forward_path);
     if (rows == 0 || cols == 0) return TT_OK;
 
-    tt::parallel_ranges(rows, tt::elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_for(rows, tt::row_grain(cols), tt::elementwise_threads(rows, cols),
+                     [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) k.forward(x + r * cols, bias, y + r * cols, cols);
     });
     return TT_OK;
@@ -185,38 +186,39 @@ extern "C" TT_API tt_status tt_bias_gelu_backward(const float *x, const float *b
 
     const int nt = tt::elementwise_threads(rows, cols);
     if (grad_bias == nullptr) {
-        tt::parallel_ranges(rows, nt, [&](int64_t r0, int64_t r1, int) {
+        tt::parallel_for(rows, tt::row_grain(cols), nt, [&](int64_t r0, int64_t r1, int) {
             for (int64_t r = r0; r < r1; ++r)
                 k.backward(x + r * cols, bias, grad_y + r * cols, grad_x + r * cols, nullptr, cols);
         });
         return TT_OK;
     }
 
-    /* Per thread: a float64 total and a float chunk sum per column (totals first, so
-     * every double is 8-byte aligned whatever cols is). */
-    const size_t totals_bytes = (size_t)nt * (size_t)cols * sizeof(double);
-    const size_t bytes = totals_bytes + (size_t)nt * (size_t)cols * sizeof(float);
+    /* Per chunk of rows a float64 partial sum per column, added in chunk order at the end
+     * (the same bits on any thread count); per slot a float sum of kColsumChunkRows rows.
+     * Partials first, so every double is 8-byte aligned whatever cols is. */
+    const int64_t grain = tt::colsum_grain(rows, cols), chunks = tt::chunk_count(rows, grain);
+    const size_t partial_bytes = (size_t)chunks * (size_t)cols * sizeof(double);
+    const size_t bytes = partial_bytes + (size_t)nt * (size_t)cols * sizeof(float);
     char *scratch = static_cast<char *>(std::calloc(1, bytes));
     if (scratch == nullptr)
         return tt::fail(TT_ERR_OUT_OF_MEMORY, "%s: could not allocate %lld bytes for grad_bias sums",
                         kFn, (long long)bytes);
-    double *totals = reinterpret_cast<double *>(scratch);
-    float *chunks = reinterpret_cast<float *>(scratch + totals_bytes);
-    auto run = [&](int64_t r0, int64_t r1, int tid) {
-        double *total = totals + (size_t)tid * (size_t)cols;
-        float *chunk = chunks + (size_t)tid * (size_t)cols;
+    double *partials = reinterpret_cast<double *>(scratch);
+    float *blocks = reinterpret_cast<float *>(scratch + partial_bytes);
+    tt::parallel_for(rows, grain, nt, [&](int64_t r0, int64_t r1, int slot) {
+        double *partial = partials + (size_t)(r0 / grain) * (size_t)cols;
+        float *block = blocks + (size_t)slot * (size_t)cols;
         for (int64_t c0 = r0; c0 < r1; c0 += tt::kColsumChunkRows) {
             const int64_t c1 = std::min(r1, c0 + tt::kColsumChunkRows);
-            std::memset(chunk, 0, (size_t)cols * sizeof(float));
+            std::memset(block, 0, (size_t)cols * sizeof(float));
             for (int64_t r = c0; r < c1; ++r)
-                k.backward(x + r * cols, bias, grad_y + r * cols, grad_x + r * cols, chunk, cols);
-            for (int64_t j = 0; j < cols; ++j) total[j] += chunk[j];
+                k.backward(x + r * cols, bias, grad_y + r * cols, grad_x + r * cols, block, cols);
+            for (int64_t j = 0; j < cols; ++j) partial[j] += block[j];
         }
-    };
-    const int team = tt::parallel_ranges(rows, nt, run);
+    });
     for (int64_t j = 0; j < cols; ++j) {
         double sum = 0.0;
-        for (int t = 0; t < team; ++t) sum += totals[(size_t)t * (size_t)cols + j];
+        for (int64_t c = 0; c < chunks; ++c) sum += partials[(size_t)c * (size_t)cols + j];
         grad_bias[j] = (float)sum;
     }
     std::free(scratch);

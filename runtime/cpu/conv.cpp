@@ -56,10 +56,11 @@ tt_status make_geometry(const char *fn, int64_t n, int64_t c, int64_t h, int64_t
         return fail(TT_ERR_SHAPE_MISMATCH, "%s: padded input %lldx%lld is smaller than the kernel %lldx%lld",
                     fn, (long long)(h + 2 * ph), (long long)(w + 2 * pw), (long long)kh, (long long)kw);
     *g = {n, c, h, w, kh, kw, sh, sw, ph, pw, (h + 2 * ph - kh) / sh + 1, (w + 2 * pw - kw) / sw + 1};
-    int64_t planes = 0, pix = 0, in = 0, out = 0, taps = 0, cols = 0, bytes = 0;
+    int64_t planes = 0, pix = 0, npix = 0, in = 0, out = 0, taps = 0, cols = 0, bytes = 0;
     if (mul_overflows(n, c, &planes) || mul_overflows(planes, h * w, &in) ||
         mul_overflows(g->oh, g->ow, &pix) || mul_overflows(planes, pix, &out) ||
-        mul_overflows(c, kh * kw, &taps) || mul_overflows(taps, n * pix, &cols) ||
+        mul_overflows(n, pix, &npix) || /* n * pix alone: planes is 0 when c is */
+        mul_overflows(c, kh * kw, &taps) || mul_overflows(taps, npix, &cols) ||
         mul_overflows(std::max({in, out, cols}), 8, &bytes))
         return fail(TT_ERR_OVERFLOW, "%s: the tensor sizes overflow int64 bytes", fn);
     return TT_OK;
@@ -129,7 +130,7 @@ extern "C" TT_API tt_status tt_im2col(const float *x, int64_t n, int64_t c, int6
     if (rows * row_len == 0) return TT_OK;
     if (x == nullptr || cols == nullptr) return tt::fail(TT_ERR_NULL_POINTER, "%s: x or cols is NULL", kFn);
     const int nt = tt::memory_bound_threads((double)rows * row_len, rows);
-    tt::parallel_ranges(rows, nt, [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_for(rows, tt::grain_for(rows, (double)rows * row_len), nt, [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             const int64_t ch = r / (kh * kw), i = (r / kw) % kh, j = r % kw;
             int64_t lo, hi;
@@ -170,8 +171,9 @@ extern "C" TT_API tt_status tt_col2im(const float *cols, int64_t n, int64_t c, i
     if (planes * h * w == 0) return TT_OK;
     if (gx == nullptr || (pix > 0 && cols == nullptr))
         return tt::fail(TT_ERR_NULL_POINTER, "%s: cols or gx is NULL", kFn);
-    const int nt = tt::memory_bound_threads((double)planes * std::max(h * w, kh * kw * pix), planes);
-    tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
+    const double work = (double)planes * std::max(h * w, kh * kw * pix);
+    const int nt = tt::memory_bound_threads(work, planes);
+    tt::parallel_for(planes, tt::grain_for(planes, work), nt, [&](int64_t p0, int64_t p1, int) {
         for (int64_t p = p0; p < p1; ++p) {
             const int64_t b = p / c, ch = p % c;
             float *plane = gx + p * h * w;
@@ -211,7 +213,7 @@ extern "C" TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int6
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: plane strides %lld, %lld must be >= 0", kFn,
                         (long long)stride_n, (long long)stride_c);
     const int nt = tt::memory_bound_threads((double)planes * pix * kh * kw, planes);
-    tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
+    tt::parallel_for(planes, tt::grain_for(planes, (double)planes * pix * kh * kw), nt, [&](int64_t p0, int64_t p1, int) {
         for (int64_t p = p0; p < p1; ++p) {
             const float *plane = x + (p / c) * stride_n + (p % c) * stride_c;
             float *yp = y + p * pix;
@@ -259,21 +261,22 @@ extern "C" TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int
     if (stride_n < 0 || stride_c < 0)
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: plane strides %lld, %lld must be >= 0", kFn,
                         (long long)stride_n, (long long)stride_c);
-    int64_t planes = 0, in = 0, out = 0, bytes = 0;
-    if (tt::mul_overflows(n, c, &planes) || tt::mul_overflows(planes, h * w, &in) ||
-        tt::mul_overflows(planes, oh * ow, &out) || tt::mul_overflows(std::max(in, out), 8, &bytes))
+    int64_t planes = 0, hw = 0, pix = 0, in = 0, out = 0, bytes = 0;
+    if (tt::mul_overflows(n, c, &planes) || tt::mul_overflows(h, w, &hw) ||
+        tt::mul_overflows(oh, ow, &pix) || tt::mul_overflows(planes, hw, &in) ||
+        tt::mul_overflows(planes, pix, &out) || tt::mul_overflows(std::max(in, out), 8, &bytes))
         return tt::fail(TT_ERR_OVERFLOW, "%s: the tensor sizes overflow int64 bytes", kFn);
     tt::set_kernel_path("maxpool2d_backward:cpu");
-    if (in == 0) return TT_OK;
-    if (grad_x == nullptr || (out > 0 && (grad_y == nullptr || argmax == nullptr)))
+    if ((in > 0 && grad_x == nullptr) || (out > 0 && (grad_y == nullptr || argmax == nullptr)))
         return tt::fail(TT_ERR_NULL_POINTER, "%s: grad_y, argmax or grad_x is NULL", kFn);
-    const int64_t pix = oh * ow, hw = h * w;
+    /* checked even when the planes are empty (H*W = 0): then only -1 is a valid entry */
     for (int64_t q = 0; q < out; ++q)
         if (argmax[q] < -1 || argmax[q] >= hw)
             return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: argmax[%lld]=%lld is outside the %lldx%lld plane",
                             kFn, (long long)q, (long long)argmax[q], (long long)h, (long long)w);
+    if (in == 0) return TT_OK;
     const int nt = tt::memory_bound_threads((double)in + out, planes);
-    tt::parallel_ranges(planes, nt, [&](int64_t p0, int64_t p1, int) {
+    tt::parallel_for(planes, tt::grain_for(planes, (double)in + out), nt, [&](int64_t p0, int64_t p1, int) {
         for (int64_t p = p0; p < p1; ++p) {
             float *gp = grad_x + (p / c) * stride_n + (p % c) * stride_c;
             std::memset(gp, 0, (size_t)hw * sizeof(float));

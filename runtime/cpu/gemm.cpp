@@ -24,18 +24,19 @@
  * micro-kernels have no edge code. The first K block applies the caller's beta, later
  * ones accumulate (beta = 1); beta == 0 never reads C.
  *
- * Threads (OpenMP): one parallel region per GEMM. The threads form a tm x tn grid
- * chosen to balance padded work; they pack the shared B block together, then each
- * computes its own rows (and, if tn > 1, its own column panels). Each thread gets at
- * least TT_GEMM_MIN_FLOPS_PER_THREAD multiply-adds, so small problems use fewer threads
- * (often one, which enters no parallel region at all). A kernel-table entry may carry
+ * Threads (the runtime's pool, core/parallel.h): per (jc, pc) step the threads pack the
+ * shared B block in chunks of panels, then claim compute chunks (row blocks x column
+ * groups, make_grid); a thread that never gets a core takes no chunk and holds nobody
+ * up. Each thread gets at least TT_GEMM_MIN_FLOPS_PER_THREAD multiply-adds, so small
+ * problems use fewer threads (often one, which never touches the pool). A kernel-table entry may carry
  * a narrow kernel (as BLIS keeps "sup" kernels apart from the framework): results at
  * most narrow_max_n columns wide then skip packing and tiles altogether. The driver
  * knows no ISA by name: kernel_for() picks the table entry, and every path name comes
  * from it. Batched GEMMs with at least as many matrices as threads run one matrix per
- * thread instead. Packing buffers are cached per thread (grown, never shrunk).
+ * chunk instead. Packing buffers are cached per thread (grown, never shrunk).
  */
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -45,9 +46,6 @@
 #include "core/parallel.h"
 #include "cpu/gemm_kernels.h"
 
-#if defined(TT_HAVE_OPENMP)
-#include <omp.h>
-#endif
 
 namespace tt {
 
@@ -271,17 +269,6 @@ void pack_b(const GemmArgs &g, const GemmMicroKernel &uk, int64_t p0, int64_t kl
 /* The blocked loop nest                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* A barrier of the current team, only when this GEMM has a team of its own. */
-inline void team_barrier(int nt) {
-#if defined(TT_HAVE_OPENMP)
-    if (nt > 1) {
-#pragma omp barrier
-    }
-#else
-    (void)nt;
-#endif
-}
-
 struct Blocking {
     const GemmMicroKernel *uk;
     int64_t mc, kc, nc;  /* block sizes, multiples of mr / nr */
@@ -299,101 +286,135 @@ Blocking make_blocking(const GemmMicroKernel *uk, int64_t K) {
     return b;
 }
 
-/* Thread grid tm x tn (tm * tn == nt) with the least padded work per thread; ties go to
- * more row-parallelism (threads then share the packed B and pack disjoint A). */
-void choose_grid(int nt, const GemmArgs &g, const Blocking &b, int *tm, int *tn) {
-    const int64_t m_panels = ceil_div(g.M, b.uk->mr);
-    const int64_t n_panels = ceil_div(std::min(g.N, b.nc), b.uk->nr);
-    int64_t best_cost = -1;
-    for (int rows = nt; rows >= 1; --rows) {
-        if (nt % rows) continue;
-        const int cols = nt / rows;
-        const int64_t cost = ceil_div(m_panels, rows) * ceil_div(n_panels, cols);
-        if (best_cost < 0 || cost < best_cost) {
-            best_cost = cost;
-            *tm = rows;
-            *tn = cols;
-        }
-    }
+/* The compute chunks of one (jc, pc) step: row blocks of mc rows x groups of column
+ * panels. On one thread: whole MC blocks, no column groups (the most reuse of packed A).
+ * On nt threads: about kGemmChunksPerThread chunks per thread (a chunk of a worker that
+ * loses its core delays the call by little), row blocks no taller than MC, and column
+ * groups only when there are too few row blocks. Every tile of C is computed the same way
+ * whatever the grid, so the grid changes no result. */
+constexpr int64_t kGemmChunksPerThread = 4;
+
+struct ChunkGrid {
+    int64_t mc, m_blocks, n_groups;
+};
+
+ChunkGrid make_grid(const GemmArgs &g, const Blocking &b, int nt) {
+    const int64_t mr = b.uk->mr, m_panels = ceil_div(g.M, mr);
+    const int64_t max_n_panels = ceil_div(std::min(g.N, b.nc), b.uk->nr);
+    ChunkGrid grid{b.mc, ceil_div(g.M, b.mc), 1};
+    if (nt <= 1) return grid;
+    const int64_t target = kGemmChunksPerThread * nt;
+    grid.mc = std::min(b.mc, ceil_div(m_panels, target) * mr);
+    grid.m_blocks = ceil_div(g.M, grid.mc);
+    if (grid.m_blocks < target) grid.n_groups = std::min(max_n_panels, ceil_div(target, grid.m_blocks));
+    return grid;
 }
 
-/* What thread `tid` of `nt` computes. With nt > 1 every thread of the team must call
- * this (it contains barriers). With nt == 1 it must not reach a barrier: the caller may
- * itself run inside a parallel region (one matrix per thread in the batched GEMM), and
- * an orphaned barrier binds to that outer team, whose threads own different numbers of
- * matrices and would wait for each other forever. */
-void gemm_worker(const GemmArgs &g, const Blocking &b, float *packed_b, float *packed_a, int tid,
-                 int nt) {
+/* One rank-KC update of one column block: what every chunk of the step shares. */
+struct GemmStep {
+    int64_t jc, nlen, n_panels, pc, klen;
+    float beta;
+    const float *packed_b;
+};
+
+/* Which packed A block this thread holds: the same rows of the same call need no repack
+ * when one thread takes two column groups of a row block in a row. */
+struct PackedAKey {
+    uint64_t call = 0;
+    int64_t ic = -1, pc = -1;
+};
+thread_local PackedAKey tls_packed_a_key;
+std::atomic<uint64_t> g_gemm_calls{0};
+
+/* Chunk `chunk` of a step: rows [ic, ic + mlen) x column panels [q_begin, q_end). Returns
+ * false if the packing buffer for A cannot be allocated. */
+bool compute_chunk(const GemmArgs &g, const Blocking &b, const ChunkGrid &grid, const GemmStep &st,
+                   uint64_t call, int64_t a_floats, int64_t chunk) {
     const GemmMicroKernel &uk = *b.uk;
     const int mr = uk.mr, nr = uk.nr;
-    int tm = 1, tn = 1;
-    choose_grid(nt, g, b, &tm, &tn);
-    const int row_part = tid / tn, col_part = tid % tn;
+    const int64_t ib = chunk / grid.n_groups, qg = chunk % grid.n_groups;
+    const int64_t ic = ib * grid.mc, mlen = std::min(grid.mc, g.M - ic);
+    int64_t q_begin, q_end;
+    split_range(st.n_panels, (int)grid.n_groups, (int)qg, &q_begin, &q_end);
+    if (q_begin >= q_end) return true;
 
-    int64_t mp0, mp1;
-    split_range(ceil_div(g.M, mr), tm, row_part, &mp0, &mp1);
-    const int64_t m_begin = mp0 * mr, m_end = std::min(g.M, mp1 * mr);
-
+    float *packed_a = tls_pack_a.reserve(a_floats);
+    if (packed_a == nullptr) return false;
+    PackedAKey &key = tls_packed_a_key;
+    if (key.call != call || key.ic != ic || key.pc != st.pc) {
+        pack_a(g, uk, ic, mlen, st.pc, st.klen, packed_a);
+        key = {call, ic, st.pc};
+    }
     alignas(64) float scratch[kGemmMaxMR * kGemmMaxNR];
-
-    for (int64_t jc = 0; jc < g.N; jc += b.nc) {
-        const int64_t nlen = std::min(b.nc, g.N - jc);
-        const int64_t n_panels = ceil_div(nlen, nr);
-        int64_t q_begin, q_end;
-        split_range(n_panels, tn, col_part, &q_begin, &q_end);
-
-        int64_t pc = 0;
-        for (int64_t kb = 0; kb < b.k_blocks; ++kb) {
-            const int64_t klen = std::min(b.kc, g.K - pc);
-            /* All threads pack the shared B block together, then wait for each other. */
-            int64_t pb0, pb1;
-            split_range(n_panels, nt, tid, &pb0, &pb1);
-            pack_b(g, uk, pc, klen, jc, nlen, pb0, pb1, packed_b);
-            team_barrier(nt);
-            const float beta = (kb == 0) ? g.beta : 1.0f;
-            for (int64_t ic = m_begin; ic < m_end; ic += b.mc) {
-                const int64_t mlen = std::min(b.mc, m_end - ic);
-                pack_a(g, uk, ic, mlen, pc, klen, packed_a);
-                const int64_t a_panels = ceil_div(mlen, mr);
-                for (int64_t q = q_begin; q < q_end; ++q) {
-                    const int64_t jr = q * nr;
-                    const int cols = (int)std::min<int64_t>(nr, nlen - jr);
-                    const float *bp = packed_b + jr * klen;
-                    /* The next B sliver usually sits in L3: pull it toward the cache a slice
-                     * per A panel, so the first micro-kernel of the next jr does not stall. */
-                    const char *next_b = reinterpret_cast<const char *>(bp + (int64_t)nr * klen);
-                    const int64_t next_lines = (q + 1 < q_end) ? (int64_t)nr * klen * 4 / 64 : 0;
-                    const int64_t lines_per_panel = ceil_div(next_lines, a_panels);
-                    for (int64_t ir = 0, panel = 0; ir < mlen; ir += mr, ++panel) {
-                        const int rows = (int)std::min<int64_t>(mr, mlen - ir);
-                        const float *ap = packed_a + ir * klen;
-                        for (int64_t l = panel * lines_per_panel;
-                             l < std::min(next_lines, (panel + 1) * lines_per_panel); ++l)
-                            __builtin_prefetch(next_b + l * 64, 0, 2);
-                        float *c = g.C + (ic + ir) * g.ldc + jc + jr;
-                        if (rows == mr && cols == nr) {
-                            uk.fn(klen, ap, bp, c, g.ldc, g.alpha, beta);
-                            continue;
-                        }
-                        /* Edge tile: full tile into scratch, then merge the valid part. */
-                        uk.fn(klen, ap, bp, scratch, nr, g.alpha, 0.0f);
-                        for (int i = 0; i < rows; ++i) {
-                            float *ci = c + i * g.ldc;
-                            const float *si = scratch + i * nr;
-                            if (beta == 0.0f) {
-                                for (int j = 0; j < cols; ++j) ci[j] = si[j];
-                            } else {
-                                for (int j = 0; j < cols; ++j) ci[j] = si[j] + beta * ci[j];
-                            }
-                        }
-                    }
+    const int64_t a_panels = ceil_div(mlen, mr), klen = st.klen;
+    for (int64_t q = q_begin; q < q_end; ++q) {
+        const int64_t jr = q * nr;
+        const int cols = (int)std::min<int64_t>(nr, st.nlen - jr);
+        const float *bp = st.packed_b + jr * klen;
+        /* The next B sliver usually sits in L3: pull it toward the cache a slice per A
+         * panel, so the first micro-kernel of the next jr does not stall. */
+        const char *next_b = reinterpret_cast<const char *>(bp + (int64_t)nr * klen);
+        const int64_t next_lines = (q + 1 < q_end) ? (int64_t)nr * klen * 4 / 64 : 0;
+        const int64_t lines_per_panel = ceil_div(next_lines, a_panels);
+        for (int64_t ir = 0, panel = 0; ir < mlen; ir += mr, ++panel) {
+            const int rows = (int)std::min<int64_t>(mr, mlen - ir);
+            const float *ap = packed_a + ir * klen;
+            for (int64_t l = panel * lines_per_panel;
+                 l < std::min(next_lines, (panel + 1) * lines_per_panel); ++l)
+                __builtin_prefetch(next_b + l * 64, 0, 2);
+            float *c = g.C + (ic + ir) * g.ldc + st.jc + jr;
+            if (rows == mr && cols == nr) {
+                uk.fn(klen, ap, bp, c, g.ldc, g.alpha, st.beta);
+                continue;
+            }
+            /* Edge tile: full tile into scratch, then merge the valid part. */
+            uk.fn(klen, ap, bp, scratch, nr, g.alpha, 0.0f);
+            for (int i = 0; i < rows; ++i) {
+                float *ci = c + i * g.ldc;
+                const float *si = scratch + i * nr;
+                if (st.beta == 0.0f) {
+                    for (int j = 0; j < cols; ++j) ci[j] = si[j];
+                } else {
+                    for (int j = 0; j < cols; ++j) ci[j] = si[j] + st.beta * ci[j];
                 }
             }
-            pc += klen;
-            /* Nobody may repack B while another thread still reads it. */
-            team_barrier(nt);
         }
     }
+    return true;
+}
+
+/* The blocked loop nest on nt threads: per (jc, pc) step, the threads pack the shared B
+ * block in chunks of panels, then compute the step's chunks; each phase ends when its
+ * chunks are done (core/thread_pool.h: nobody waits for a thread that took none). */
+bool run_blocked(const GemmArgs &g, const Blocking &b, float *packed_b, int64_t a_floats, int nt) {
+    const GemmMicroKernel &uk = *b.uk;
+    const ChunkGrid grid = make_grid(g, b, nt);
+    const uint64_t call = g_gemm_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+    std::atomic<bool> failed{false};
+    for (int64_t jc = 0; jc < g.N; jc += b.nc) {
+        GemmStep st;
+        st.jc = jc;
+        st.nlen = std::min(b.nc, g.N - jc);
+        st.n_panels = ceil_div(st.nlen, uk.nr);
+        st.packed_b = packed_b;
+        const int64_t pack_chunks = nt <= 1 ? 1 : std::min<int64_t>(st.n_panels, 2 * nt);
+        st.pc = 0;
+        for (int64_t kb = 0; kb < b.k_blocks; ++kb) {
+            st.klen = std::min(b.kc, g.K - st.pc);
+            st.beta = (kb == 0) ? g.beta : 1.0f;
+            parallel_chunks(pack_chunks, nt, [&](int64_t c, int) {
+                int64_t q0, q1;
+                split_range(st.n_panels, (int)pack_chunks, (int)c, &q0, &q1);
+                pack_b(g, uk, st.pc, st.klen, jc, st.nlen, q0, q1, packed_b);
+            });
+            parallel_chunks(grid.m_blocks * grid.n_groups, nt, [&](int64_t c, int) {
+                if (!compute_chunk(g, b, grid, st, call, a_floats, c)) failed.store(true);
+            });
+            if (failed.load()) return false;
+            st.pc += st.klen;
+        }
+    }
+    return true;
 }
 
 /* The narrow path takes op(A) row-major and either a result at most uk->narrow_max_n
@@ -430,7 +451,10 @@ tt_status run_narrow(const GemmArgs &g, const GemmMicroKernel *uk, int nt) {
         ldbt = g.K;
     }
     const int64_t chunk = std::max<int64_t>(8, (kNarrowMaxBtFloats / g.N) / 8 * 8);
-    parallel_ranges(g.M, nt, [&](int64_t r0, int64_t r1, int) {
+    /* Chunks of an even number of rows (the kernels take rows in pairs), about
+     * kGemmChunksPerThread per thread. */
+    const int64_t rows = nt <= 1 ? g.M : std::max<int64_t>(2, ceil_div(ceil_div(g.M, kGemmChunksPerThread * nt), 2) * 2);
+    parallel_for(g.M, rows, nt, [&](int64_t r0, int64_t r1, int) {
         for (int64_t k0 = 0; k0 < g.K; k0 += chunk) {
             const int64_t kc = std::min(chunk, g.K - k0);
             uk->narrow(r1 - r0, g.N, kc, g.A + r0 * g.lda + k0, g.lda, bt + k0, ldbt,
@@ -467,34 +491,7 @@ tt_status run_gemm_panels(const GemmArgs &g, const GemmMicroKernel *uk, int thre
     if (nt > tiles) nt = (int)tiles;
     float *packed_b = tls_pack_b.reserve(b_floats);
     if (packed_b == nullptr) return TT_ERR_OUT_OF_MEMORY;
-    if (nt == 1) {
-        float *packed_a = tls_pack_a.reserve(a_floats);
-        if (packed_a == nullptr) return TT_ERR_OUT_OF_MEMORY;
-        gemm_worker(g, b, packed_b, packed_a, 0, 1);
-        return TT_OK;
-    }
-#if defined(TT_HAVE_OPENMP)
-    int out_of_memory = 0;
-#pragma omp parallel num_threads(nt)
-    {
-        /* The team may be smaller than asked (nested region, thread limit): use its real size. */
-        const int team = omp_get_num_threads();
-        const int tid = omp_get_thread_num();
-        float *packed_a = tls_pack_a.reserve(a_floats);
-        if (packed_a == nullptr) {
-#pragma omp atomic write
-            out_of_memory = 1;
-        }
-#pragma omp barrier
-        int failed;
-#pragma omp atomic read
-        failed = out_of_memory;
-        if (!failed) gemm_worker(g, b, packed_b, packed_a, tid, team);
-    }
-    return out_of_memory ? TT_ERR_OUT_OF_MEMORY : TT_OK;
-#else
-    return TT_ERR_INTERNAL; /* unreachable: num_threads() is 1 without OpenMP */
-#endif
+    return run_blocked(g, b, packed_b, a_floats, nt) ? TT_OK : TT_ERR_OUT_OF_MEMORY;
 }
 
 /* Edge columns: with op(A) row-major, when the last column panel of C would be a mostly
@@ -609,18 +606,12 @@ extern "C" TT_API tt_status tt_sgemm_strided_batched(
     const double work = (double)M * (double)N * (double)K * (double)batch;
     if (threads > 1 && batch >= threads &&
         work >= (double)TT_GEMM_MIN_FLOPS_PER_THREAD * threads) {
-#if defined(TT_HAVE_OPENMP)
-        /* Enough matrices to keep every thread busy: one whole matrix per thread. */
-        int failed = 0;
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-        for (int64_t i = 0; i < batch; ++i) {
-            if (tt::run_gemm(matrix(i), uk, 1) != TT_OK) {
-#pragma omp atomic write
-                failed = 1;
-            }
-        }
-        return failed ? tt::out_of_memory(kFn, g) : TT_OK;
-#endif
+        /* Enough matrices to keep every thread busy: one whole matrix per chunk. */
+        std::atomic<bool> failed{false};
+        tt::parallel_chunks(batch, threads, [&](int64_t i, int) {
+            if (tt::run_gemm(matrix(i), uk, 1) != TT_OK) failed.store(true);
+        });
+        return failed.load() ? tt::out_of_memory(kFn, g) : TT_OK;
     }
     for (int64_t i = 0; i < batch; ++i)
         if (tt::run_gemm(matrix(i), uk, threads) != TT_OK) return tt::out_of_memory(kFn, g);

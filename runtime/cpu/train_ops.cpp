@@ -141,7 +141,7 @@ extern "C" TT_API tt_status tt_adam_step(int64_t count, float *const *params,
         return s;
     };
     const int nt = tt::memory_bound_threads((double)total, total / 4096 + 1);
-    tt::parallel_ranges(total, nt, [&](int64_t begin, int64_t end, int) {
+    tt::parallel_for(total, TT_PARALLEL_CHUNK_ELEMENTS, nt, [&](int64_t begin, int64_t end, int) {
         int64_t base = 0;
         for (int64_t t = 0; t < count && base < end; base += numel[t], ++t) {
             const int64_t lo = std::max(begin, base), hi = std::min(end, base + numel[t]);
@@ -168,7 +168,7 @@ extern "C" TT_API tt_status tt_embedding_forward(const float *weight, int64_t vo
     tt::set_kernel_path(k.gather_path);
     if (n == 0 || dim == 0) return TT_OK;
     const int nt = tt::memory_bound_threads((double)n * dim, n);
-    tt::parallel_ranges(n, nt, [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_for(n, tt::row_grain(dim), nt, [&](int64_t r0, int64_t r1, int) {
         for (int64_t i = r0; i < r1; ++i)
             std::memcpy(out + i * dim, weight + ids[i] * dim, (size_t)dim * sizeof(float));
     });
@@ -193,7 +193,8 @@ extern "C" TT_API tt_status tt_embedding_backward(const float *grad_out, const i
     if (n == 0) return TT_OK;
     /* Column slices of at least 16 floats (a cache line's worth) per thread. */
     const int nt = tt::memory_bound_threads((double)n * dim, dim / 16);
-    tt::parallel_ranges(dim, nt, [&](int64_t c0, int64_t c1, int) {
+    /* Each column's sums run over the ids in order, so how columns are cut changes no bit. */
+    tt::parallel_for(dim, std::max<int64_t>(16, (dim / 8 + 15) / 16 * 16), nt, [&](int64_t c0, int64_t c1, int) {
         if (c0 >= c1) return;
         for (int64_t i = 0; i < n; ++i)
             k.add_row(grad_weight + ids[i] * dim + c0, grad_out + i * dim + c0, c1 - c0);
@@ -209,7 +210,7 @@ extern "C" TT_API tt_status tt_relu_forward(const float *x, float *y, int64_t n)
     const tt::TrainKernels &k = tt::train_kernels(tt::active_isa());
     tt::set_kernel_path(k.relu_path);
     const int nt = tt::memory_bound_threads((double)n, n / 4096 + 1);
-    tt::parallel_ranges(n, nt, [&](int64_t b, int64_t e, int) { k.relu(x + b, y + b, e - b); });
+    tt::parallel_for(n, TT_PARALLEL_CHUNK_ELEMENTS, nt, [&](int64_t b, int64_t e, int) { k.relu(x + b, y + b, e - b); });
     return TT_OK;
 }
 
@@ -223,7 +224,7 @@ extern "C" TT_API tt_status tt_relu_backward(const float *y, const float *grad_y
     const tt::TrainKernels &k = tt::train_kernels(tt::active_isa());
     tt::set_kernel_path(k.relu_backward_path);
     const int nt = tt::memory_bound_threads((double)n, n / 4096 + 1);
-    tt::parallel_ranges(n, nt, [&](int64_t b, int64_t e, int) {
+    tt::parallel_for(n, TT_PARALLEL_CHUNK_ELEMENTS, nt, [&](int64_t b, int64_t e, int) {
         k.relu_backward(y + b, grad_y + b, grad_x + b, e - b);
     });
     return TT_OK;

@@ -7,7 +7,9 @@
  * caller ever reaches the compiler. Its shape follows the interpreter's plan (plan.cpp):
  *
  *   constants            function scope (`const float v1 = ...`)
- *   for each row         `#pragma omp parallel for` (ignored without -fopenmp)
+ *   for each row         of [row_begin, row_end): tt_fused_rows, which the runtime's pool
+ *                        runs in chunks of rows (tt_fusion_run_rows); tt_fused_kernel runs
+ *                        every row on the calling thread
  *     row offsets        from the row's multi-index and the caller's strides
  *     reduction pass p   one loop over the row accumulating in double, then the row values
  *                        of stage p
@@ -20,9 +22,8 @@
  *
  * ACCUMULATE outputs: the kernel finds the output's distinct elements at run time (the axes
  * with a non-zero stride and a size != 1), sums into a calloc'd double buffer over them
- * and stores the sums at the end. Such a program runs its rows on one thread (no OpenMP
- * pragma: the sums would race), and the kernel returns -1 if the buffer cannot be
- * allocated.
+ * and stores the sums at the end. Such a program has no tt_fused_rows: its kernel runs every
+ * row on one thread (the sums would race) and returns -1 if the buffer cannot be allocated.
  */
 #include <cmath>
 #include <cstdarg>
@@ -303,16 +304,21 @@ struct Emitter {
         for (size_t i = 0; i < p.nodes.size(); ++i)
             hd(" *   %s%s\n", describe((int)i).c_str(), p.nodes[i].needed ? "" : "  (unused)");
         for (size_t o = 0; o < p.outputs.size(); ++o) hd(" *   output %zu = v%d\n", o, p.outputs[o].node);
-        hd(" * Rows run in parallel (OpenMP when compiled with -fopenmp); each row streams through\n"
+        hd(" * Rows run in parallel when the runtime calls tt_fused_rows (tt_fusion_run_rows); each row streams through\n"
            " * %d reduction pass(es) and one output pass; intermediates are locals, never stored.\n"
            " * Strides are in elements, %d per operand (input_strides[i * %d + d]).\n */\n"
            "#include <math.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <string.h>\n\n",
            p.max_stage, R, R);
 
-        out("int tt_fused_kernel(const void *const *inputs, const int64_t *input_strides,\n"
-            "                    void *const *outputs, const int64_t *output_strides)\n{\n");
+        /* Without ACCUMULATE outputs rows are independent: the kernel is a function of a row
+         * range that the runtime's thread pool runs in chunks (tt_fusion_run_rows). */
+        const char *fn_name = any_acc ? "tt_fused_kernel" : "tt_fused_rows";
+        out("int %s(const void *const *inputs, const int64_t *input_strides,\n"
+            "        void *const *outputs, const int64_t *output_strides%s)\n{\n", fn_name,
+            any_acc ? "" : ",\n        int64_t row_begin, int64_t row_end");
         out("    const int64_t rows = %lld, cols = %lld;\n", (long long)p.rows, (long long)p.cols);
-        out("    (void)inputs; (void)input_strides; (void)outputs; (void)output_strides; (void)cols;\n");
+        out("    (void)inputs; (void)input_strides; (void)outputs; (void)output_strides; (void)cols; (void)rows;\n");
+        if (any_acc) out("    const int64_t row_begin = 0, row_end = rows;\n");
         std::vector<char> in_used(p.input_dtypes.size(), 0);
         for (const Node &nd : p.nodes)
             if (nd.needed && nd.op == OP_INPUT) in_used[(size_t)nd.a] = 1;
@@ -347,12 +353,7 @@ struct Emitter {
             out("    if (acc_out%zu == NULL) return -1;\n", o);
         }
         if (any_acc) out("    /* one thread: the sums above are shared */\n");
-        else if (p.rows > 1 && p.rows * p.cols >= (int64_t)TT_ELEMENTWISE_PARALLEL_MIN)
-            /* threads only where the work pays for waking them (the interpreter's rule) */
-            out("#ifdef _OPENMP\n#pragma omp parallel for schedule(static)\n#endif\n");
-        else out("    /* %lld elements: one thread (waking a team would cost more) */\n",
-                 (long long)(p.rows * p.cols));
-        out("    for (int64_t r = 0; r < rows; ++r) {\n");
+        out("    for (int64_t r = row_begin; r < row_end; ++r) {\n");
         out("        int64_t rest = r;\n");
         for (int d = R - 2; d >= 0; --d) {
             if (d > 0) out("        const int64_t i%d = rest %% %lld; rest /= %lld;\n", d, (long long)p.shape[d], (long long)p.shape[d]);
@@ -423,6 +424,15 @@ struct Emitter {
             out("    free(acc_out%zu);\n", o);
         }
         out("    return 0;\n}\n");
+        if (!any_acc) {
+            out("\n/* The whole domain on the calling thread. */\n"
+                "int tt_fused_kernel(const void *const *inputs, const int64_t *input_strides,\n"
+                "                    void *const *outputs, const int64_t *output_strides)\n{\n"
+                "    return tt_fused_rows(inputs, input_strides, outputs, output_strides, 0, %lld);\n}\n",
+                (long long)p.rows);
+        }
+        out("\n/* rows, cols of the domain (tt_fusion_run_rows takes them) */\n"
+            "const int64_t tt_fused_domain[2] = {%lld, %lld};\n", (long long)p.rows, (long long)p.cols);
         dst->clear();
         dst->insert(dst->end(), head.begin(), head.end());
         emit_helpers(dst);

@@ -7,11 +7,13 @@
  * may run the same program at once. No C++ exception crosses the ABI: allocation failures
  * become TT_ERR_OUT_OF_MEMORY.
  */
+#include <atomic>
 #include <cstring>
 #include <new>
 
 #include "core/error.h"
 #include "core/handles.h"
+#include "core/parallel.h"
 #include "fusion/fusion_ir.h"
 
 namespace {
@@ -88,6 +90,23 @@ TT_API tt_status tt_fusion_run(const tt_fusion_t *program, const void *const *in
     } catch (const std::bad_alloc &) {
         return tt::fail(TT_ERR_OUT_OF_MEMORY, "tt_fusion_run: out of memory");
     }
+}
+
+TT_API tt_status tt_fusion_run_rows(tt_fused_rows_fn rows_fn, const void *const *inputs,
+                                    const int64_t *input_strides, void *const *outputs,
+                                    const int64_t *output_strides, int64_t rows, int64_t cols) {
+    if (rows_fn == nullptr) return tt::fail(TT_ERR_NULL_POINTER, "tt_fusion_run_rows: rows_fn is NULL");
+    if (rows < 0 || cols < 0)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_fusion_run_rows: rows=%lld, cols=%lld must be >= 0",
+                        (long long)rows, (long long)cols);
+    std::atomic<int> failed{0};
+    const int nt = tt::memory_bound_threads((double)rows * (double)cols, rows);
+    tt::parallel_for(rows, tt::row_grain(cols), nt, [&](int64_t r0, int64_t r1, int) {
+        if (rows_fn(inputs, input_strides, outputs, output_strides, r0, r1) != 0) failed.store(1);
+    });
+    tt::set_kernel_path("fusion:compiled");
+    return failed.load() ? tt::fail(TT_ERR_INTERNAL, "tt_fusion_run_rows: the generated kernel failed")
+                         : TT_OK;
 }
 
 TT_API tt_status tt_fusion_source(const tt_fusion_t *program, char *buf, int64_t cap,

@@ -18,13 +18,14 @@
  *            the row's accumulators (SUM/MEAN in double, MAX_ROW with NaN propagation),
  *            then the row values of stage p are computed; FULL nodes needed by several
  *            passes are recomputed;
- *   ACCUMULATE  an output with a zero stride on an axis of size != 1 gets per-thread
- *            double partial sums over its distinct elements, added in thread order at the
- *            end (deterministic for a given thread count) and written (zeros included).
+ *   ACCUMULATE  an output with a zero stride on an axis of size != 1 gets double partial
+ *            sums over its distinct elements, one set per chunk of a fixed number of
+ *            chunks (kAccChunks), added in chunk order at the end (the same bits on any
+ *            thread count) and written (zeros included).
  *
  * Threads (core/parallel.h): one below TT_ELEMENTWISE_PARALLEL_MIN domain points, else up
- * to the runtime's thread count, over rows when the program has reductions or row outputs,
- * else over (row, tile) blocks. Without reductions, adjacent axes that every operand
+ * to the runtime's thread count, over chunks of rows when the program has reductions or
+ * row outputs, else over chunks of (row, tile) blocks. Without reductions, adjacent axes that every operand
  * walks contiguously are merged first, so a contiguous [N, 7] domain runs as long tiles.
  */
 #include <algorithm>
@@ -44,6 +45,9 @@
 
 namespace tt {
 namespace fusion {
+
+/* Chunks of a program with an accumulated output: each owns one set of partial sums. */
+constexpr int64_t kAccChunks = 16;
 
 namespace {
 
@@ -276,31 +280,31 @@ struct Runner {
         else f64_binary(nd.op, static_cast<const double *>(a), static_cast<const double *>(b), static_cast<double *>(y), n);
     }
 
-    /* Fold the tile of a full output into its partial sums (thread tid). */
-    void accumulate(int o, int tid, int64_t c0, int64_t n, ThreadState &ts) const {
+    /* Fold the tile of a full output into partial-sum set `part` (its chunk's). */
+    void accumulate(int o, int part, int64_t c0, int64_t n, ThreadState &ts) const {
         const AccPlan &ap = acc[(size_t)o];
         const int R = v.rank;
         int64_t base = 0;
         for (int d = 0; d + 1 < R; ++d) base += ts.idx[d] * ap.compact_stride[d];
-        double *part = partial[(size_t)o] + (size_t)tid * (size_t)partial_stride(ap) + base;
+        double *sums = partial[(size_t)o] + (size_t)part * (size_t)partial_stride(ap) + base;
         const Node &nd = p.nodes[(size_t)p.outputs[(size_t)o].node];
         const void *x = ts.val[(size_t)p.outputs[(size_t)o].node];
         if (ap.compact_stride[R - 1] != 0) {
-            part += c0;
-            if (nd.dtype == TT_F32) for (int64_t j = 0; j < n; ++j) part[j] += static_cast<const float *>(x)[j];
-            else for (int64_t j = 0; j < n; ++j) part[j] += static_cast<const double *>(x)[j];
+            sums += c0;
+            if (nd.dtype == TT_F32) for (int64_t j = 0; j < n; ++j) sums[j] += static_cast<const float *>(x)[j];
+            else for (int64_t j = 0; j < n; ++j) sums[j] += static_cast<const double *>(x)[j];
         } else {
-            *part += nd.dtype == TT_F32 ? k32.sum(static_cast<const float *>(x), n)
+            *sums += nd.dtype == TT_F32 ? k32.sum(static_cast<const float *>(x), n)
                                         : f64_sum(static_cast<const double *>(x), n);
         }
     }
 
-    void write_tile_outputs(int64_t c0, int64_t n, ThreadState &ts, int tid) const {
+    void write_tile_outputs(int64_t c0, int64_t n, ThreadState &ts, int part) const {
         const int R = v.rank;
         for (size_t o = 0; o < p.outputs.size(); ++o) {
             const Node &nd = p.nodes[(size_t)p.outputs[o].node];
             if (nd.kind != FULL || (int)o == direct_output) continue;
-            if (acc[o].effective) { accumulate((int)o, tid, c0, n, ts); continue; }
+            if (acc[o].effective) { accumulate((int)o, part, c0, n, ts); continue; }
             const int64_t stride = v.out_strides[o * R + R - 1];
             const int64_t esz = elem_size(nd.dtype);
             char *dst = static_cast<char *>(outputs[o]) + (ts.out_off[o] + c0 * stride) * esz;
@@ -327,7 +331,7 @@ struct Runner {
     }
 
     /* Every pass over one whole row. */
-    void run_row(int64_t r, ThreadState &ts, int tid) const {
+    void run_row(int64_t r, ThreadState &ts, int part) const {
         set_row(r, ts);
         for (int stage = 1; stage <= p.max_stage; ++stage) {
             const Pass &pass = p.passes[(size_t)stage - 1];
@@ -350,18 +354,18 @@ struct Runner {
             for (int64_t c0 = 0; c0 < v.cols; c0 += tile) {
                 const int64_t n = std::min(tile, v.cols - c0);
                 run_tile(out_pass, c0, n, ts, true);
-                write_tile_outputs(c0, n, ts, tid);
+                write_tile_outputs(c0, n, ts, part);
             }
         write_row_outputs(ts);
     }
 
     /* One (row, tile) block of a program without reductions or row outputs. */
-    void run_block(int64_t item, int64_t tiles_per_row, ThreadState &ts, int tid) const {
+    void run_block(int64_t item, int64_t tiles_per_row, ThreadState &ts, int part) const {
         const int64_t r = item / tiles_per_row, c0 = (item % tiles_per_row) * tile;
         set_row(r, ts);
         const int64_t n = std::min(tile, v.cols - c0);
         run_tile(p.passes.back(), c0, n, ts, true);
-        write_tile_outputs(c0, n, ts, tid);
+        write_tile_outputs(c0, n, ts, part);
     }
 };
 
@@ -520,6 +524,12 @@ tt_status run_program(const Program &p, const void *const *inputs, const int64_t
     int nt = num_threads();
     if (nt < 1 || (double)total < (double)TT_ELEMENTWISE_PARALLEL_MIN) nt = 1;
     nt = (int)std::max<int64_t>(1, std::min<int64_t>(nt, count));
+    /* Chunks: about TT_PARALLEL_CHUNK_ELEMENTS points each; with an accumulated output, a
+     * fixed number of chunks (each owns a partial sum), whatever the thread count. */
+    const int64_t points_per_item = row_mode ? std::max<int64_t>(v.cols, 1) : run.tile;
+    const int64_t grain = any_acc ? std::max<int64_t>(1, (count + kAccChunks - 1) / kAccChunks)
+                                  : std::max<int64_t>(1, TT_PARALLEL_CHUNK_ELEMENTS / points_per_item);
+    const int64_t chunks = chunk_count(count, grain);
 
     std::vector<ThreadState> states;
     try {
@@ -555,7 +565,7 @@ tt_status run_program(const Program &p, const void *const *inputs, const int64_t
     for (int o = 0; o < n_out && !oom; ++o) {
         if (!acc[(size_t)o].effective) continue;
         int64_t cells;
-        if (mul_overflows(Runner::partial_stride(acc[(size_t)o]), (int64_t)nt, &cells) || cells > (int64_t)(SIZE_MAX / 8)) { oom = true; break; }
+        if (mul_overflows(Runner::partial_stride(acc[(size_t)o]), chunks, &cells) || cells > (int64_t)(SIZE_MAX / 8)) { oom = true; break; }
         run.partial[(size_t)o] = static_cast<double *>(std::calloc((size_t)std::max<int64_t>(cells, 1), sizeof(double)));
         oom = run.partial[(size_t)o] == nullptr;
     }
@@ -568,24 +578,25 @@ tt_status run_program(const Program &p, const void *const *inputs, const int64_t
         return fail(TT_ERR_OUT_OF_MEMORY, "%s: could not allocate the scratch tiles or partial sums", kFn);
     }
 
-    const int team = parallel_ranges(count, nt, [&](int64_t begin, int64_t end, int tid) {
-        ThreadState &ts = states[(size_t)tid];
+    parallel_for(count, grain, nt, [&](int64_t begin, int64_t end, int slot) {
+        ThreadState &ts = states[(size_t)slot];
+        const int part = (int)(begin / grain);  // this chunk's partial sums
         run.init_thread(ts);
         if (row_mode) {
-            for (int64_t r = begin; r < end; ++r) run.run_row(r, ts, tid);
+            for (int64_t r = begin; r < end; ++r) run.run_row(r, ts, part);
         } else {
-            for (int64_t it = begin; it < end; ++it) run.run_block(it, tiles_per_row, ts, tid);
+            for (int64_t it = begin; it < end; ++it) run.run_block(it, tiles_per_row, ts, part);
         }
-        k32.fence();  // non-temporal stores are visible to every thread after the region
+        k32.fence();  // non-temporal stores are visible to every thread after the call
     });
 
-    /* Accumulated outputs: thread partials in thread order, then every distinct element. */
+    /* Accumulated outputs: chunk partials in chunk order, then every distinct element. */
     for (int o = 0; o < n_out; ++o) {
         const AccPlan &ap = acc[(size_t)o];
         if (!ap.effective || ap.n_compact == 0) continue;
         double *sum = run.partial[(size_t)o];
-        for (int t = 1; t < team; ++t)
-            for (int64_t e = 0; e < ap.n_compact; ++e) sum[e] += sum[(size_t)t * (size_t)Runner::partial_stride(ap) + (size_t)e];
+        for (int64_t c = 1; c < chunks; ++c)
+            for (int64_t e = 0; e < ap.n_compact; ++e) sum[e] += sum[(size_t)c * (size_t)Runner::partial_stride(ap) + (size_t)e];
         const int dtype = p.nodes[(size_t)p.outputs[(size_t)o].node].dtype;
         const int64_t *s = output_strides + (size_t)o * R;
         for (int64_t e = 0; e < ap.n_compact; ++e) {

@@ -6,7 +6,7 @@
  * propagation, row reductions (softmax, layer norm, empty rows), ACCUMULATE outputs, for
  * every ISA this CPU runs on 1 and 2 threads; every class of invalid IR and of bad run
  * arguments refused with its message; and the generated C (reductions and ACCUMULATE
- * included) compiled with cc -Wall -Werror (with and without -fopenmp, skipped when no
+ * included) compiled with cc -Wall -Werror (run whole and as row ranges on the pool, skipped when no
  * compiler is on PATH), run on the same inputs as the interpreter and held to the same
  * oracle and tolerance.
  *
@@ -790,8 +790,20 @@ static void check_invalid(void) {
 
 static int have_compiler(void) { return system("cc --version > /dev/null 2>&1") == 0; }
 
-/* Compile p's source into a shared object and return its kernel (NULL on failure). */
-static kernel_fn compile_program(const prog *p, int openmp, void **handle) {
+/* The generated tt_fused_rows of the last compiled program (NULL for ACCUMULATE programs)
+ * and its domain, run on the runtime's pool through tt_fusion_run_rows by run_rows_on_pool,
+ * which has tt_fused_kernel's signature so check_run can call either. */
+static tt_fused_rows_fn g_rows;
+static int64_t g_rows_domain[2];
+
+static int run_rows_on_pool(const void *const *in, const int64_t *in_s, void *const *out,
+                            const int64_t *out_s) {
+    return tt_fusion_run_rows(g_rows, in, in_s, out, out_s, g_rows_domain[0], g_rows_domain[1]) == TT_OK ? 0 : -1;
+}
+
+/* Compile p's source into a shared object and return its kernel (NULL on failure); g_rows
+ * gets its row-range function. */
+static kernel_fn compile_program(const prog *p, void **handle) {
     tt_fusion_t *f = p_build(p);
     int64_t need = 0;
     CHECK_OK(tt_fusion_source(f, NULL, 0, &need));
@@ -800,11 +812,9 @@ static kernel_fn compile_program(const prog *p, int openmp, void **handle) {
     CHECK(strlen(src) + 1 == (size_t)need);
     int any_acc = 0;
     for (int o = 0; o < p->n_out; ++o) any_acc |= (int)(p->out[o][1] & ACC);
-    int64_t elems = 1;
-    for (int d = 0; d < p->rank; ++d) elems *= p->shape[d];
-    const int threaded = !any_acc && elems >= (int64_t)1 << 16 && elems / p->shape[p->rank - 1] > 1;
-    /* sums and small programs: one thread; the rest OpenMP over rows */
-    CHECK((strstr(src, "#pragma omp parallel for") != NULL) == threaded);
+    /* the file starts no threads; without sums its rows are a function the pool can run */
+    CHECK(strstr(src, "omp") == NULL);
+    CHECK((strstr(src, "int tt_fused_rows(") != NULL) == !any_acc);
     tt_fusion_free(f);
     char dir[] = "/tmp/tt_fusion_testXXXXXX";
     if (!mkdtemp(dir)) {
@@ -819,8 +829,8 @@ static kernel_fn compile_program(const prog *p, int openmp, void **handle) {
     fputs(src, fp);
     fclose(fp);
     free(src);
-    snprintf(cmd, sizeof cmd, "cc -std=c11 -O3 -Wall -Werror -fPIC -shared %s -o %s %s -lm",
-             openmp ? "-fopenmp" : "", so_path, c_path);
+    snprintf(cmd, sizeof cmd, "cc -std=c11 -O3 -Wall -Werror -fPIC -shared -o %s %s -lm", so_path,
+             c_path);
     const int rc = system(cmd);
     CHECK(rc == 0);
     kernel_fn k = NULL;
@@ -829,6 +839,14 @@ static kernel_fn compile_program(const prog *p, int openmp, void **handle) {
         CHECK(*handle != NULL);
         if (*handle) k = (kernel_fn)dlsym(*handle, "tt_fused_kernel");
         CHECK(k != NULL);
+        g_rows = NULL;
+        if (*handle) {
+            *(void **)&g_rows = dlsym(*handle, "tt_fused_rows");
+            const int64_t *domain = (const int64_t *)dlsym(*handle, "tt_fused_domain");
+            CHECK(domain != NULL);
+            CHECK((g_rows != NULL) == !any_acc);
+            if (domain) g_rows_domain[0] = domain[0], g_rows_domain[1] = domain[1];
+        }
     } else {
         fprintf(stderr, "generated C failed to compile: %s (kept in %s)\n", cmd, dir);
         return NULL;
@@ -845,7 +863,9 @@ static void check_codegen(void) {
         return;
     }
     char label[128];
-    for (int openmp = 0; openmp <= 1; ++openmp) {
+    /* pass 0: tt_fused_kernel on the calling thread; pass 1: tt_fused_rows on the pool */
+    for (int pool = 0; pool <= 1; ++pool) {
+        CHECK_OK(tt_set_num_threads(pool ? 3 : 1));
         prog progs[8];
         layout layouts[8];
         int n = 0;
@@ -910,9 +930,10 @@ static void check_codegen(void) {
         }
         for (int k = 0; k < n; ++k) {
             void *h = NULL;
-            kernel_fn kern = compile_program(&progs[k], openmp, &h);
+            kernel_fn kern = compile_program(&progs[k], &h);
             if (!kern) continue;
-            snprintf(label, sizeof label, "generated C %d (openmp %d)", k, openmp);
+            if (pool && g_rows) kern = run_rows_on_pool;
+            snprintf(label, sizeof label, "generated C %d (%s)", k, pool && g_rows ? "rows on the pool" : "one thread");
             const uint64_t saved = rng_state;
             check_run(label, &progs[k], &layouts[k], kern);
             rng_state = saved; /* the interpreter on the same inputs */

@@ -6,8 +6,9 @@ Two executors live in the runtime library (runtime/fusion/, ``tt_fusion_*``):
             runtime's own report, so it proves the interpreter ran).
   compiled  ``tt_fusion_source`` gives one fused C loop; it is compiled here with the system
             C compiler (``$CC``, else cc, gcc, clang on PATH; ``-std=c11 -O3 -march=native
-            -fopenmp -fPIC -shared``, dropping -fopenmp / -march=native when the compiler
-            refuses them), cached and loaded with ctypes; path "fusion:compiled".
+            -fPIC -shared``, dropping -march=native when the compiler refuses it), cached and
+            loaded with ctypes; its rows run on the runtime's threads (tt_fusion_run_rows: the
+            generated file starts none); path "fusion:compiled".
 
 The cache: ``$TINYTORCH_CACHE/fusion`` or ``~/.cache/tinytorch/fusion`` (``$XDG_CACHE_HOME``
 honoured), a directory of mode 0o700 that must belong to the user. An entry is
@@ -41,7 +42,7 @@ __all__ = ["NativeProgram", "compiler", "cache_dir", "compile_source", "BASE_FLA
            "fusion_library"]
 
 BASE_FLAGS = ("-std=c11", "-O3", "-fno-math-errno", "-fPIC", "-shared")
-OPTIONAL_FLAGS = ("-march=native", "-fopenmp")
+OPTIONAL_FLAGS = ("-march=native",)
 
 _lock = threading.Lock()
 _compiler_probe: dict = {}
@@ -140,7 +141,7 @@ def _probe_compiler():
             with open(src, "w") as f:
                 f.write("#include <math.h>\nint tt_probe(double x) { return (int) sqrt(x); }\n")
             flags = list(BASE_FLAGS) + list(OPTIONAL_FLAGS)
-            for drop in ((), ("-fopenmp",), ("-march=native",), OPTIONAL_FLAGS):
+            for drop in ((), OPTIONAL_FLAGS):
                 use = [fl for fl in flags if fl not in drop]
                 done = subprocess.run([path, *use, "-o", os.path.join(tmp, "probe.so"), src],
                                       capture_output=True, text=True, timeout=120)

@@ -1,0 +1,418 @@
+/*
+ * threads.cpp -- how many threads the kernels use, and the pool that runs them.
+ *
+ * Thread count: tt_set_num_threads, else OMP_NUM_THREADS, else what the process may really
+ * use: the CPUs of its affinity mask, lowered to a cgroup CPU quota (cgroup v2 cpu.max or
+ * v1 cpu.cfs_quota_us; a container limited to 1.5 CPUs gets 2 threads, to 1 CPU gets 1).
+ * OMP_THREAD_LIMIT caps it, as it always did. tt_threads_source() says which rule decided.
+ *
+ * The pool (the model is in thread_pool.h): one job at a time, published through a 64-bit
+ * ticket = (generation << 36) | next chunk. A thread claims chunk i of generation g by a
+ * compare-and-swap of (g, i) to (g, i + 1); the job's fields are read before that swap and
+ * are valid exactly when it succeeds, because the caller stores (g + 1, CLOSED) before it
+ * writes the next job's fields. `done` counts finished chunks of the current job; the
+ * caller cannot publish the next job before done == chunks, so a late worker never touches
+ * a finished job. Every atomic is sequentially consistent: the handshakes (sleep/wake,
+ * the caller's wait) are Dekker-style and need it, and none of it is on a hot path.
+ */
+#include "core/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define TT_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define TT_CPU_RELAX() asm volatile("yield")
+#else
+#define TT_CPU_RELAX() ((void)0)
+#endif
+
+#include "core/error.h"
+#include "tinytorch/tinytorch.h"
+
+namespace {
+
+/* ---------------------------------------------------------------------- */
+/* Thread count                                                           */
+/* ---------------------------------------------------------------------- */
+
+char g_source[160] = "";
+
+long env_long(const char *name) {
+    const char *env = std::getenv(name);
+    return env ? std::strtol(env, nullptr, 10) : 0;  // "4,2" (an OpenMP nested list) reads as 4
+}
+
+int affinity_cpus() {
+#if defined(__linux__)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        const int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
+#endif
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw > 0 ? (int)hw : 1;
+}
+
+/* CPUs allowed by a cgroup quota, or 0 when there is none. TINYTORCH_CGROUP_ROOT replaces
+ * /sys/fs/cgroup (tests point it at a folder holding a cpu.max of their own). */
+double cgroup_quota_cpus() {
+#if defined(__linux__)
+    const char *root = std::getenv("TINYTORCH_CGROUP_ROOT");
+    if (root == nullptr || *root == '\0') root = "/sys/fs/cgroup";
+    char path[512];
+    std::snprintf(path, sizeof path, "%s/cpu.max", root);
+    if (FILE *f = std::fopen(path, "r")) {  // cgroup v2: "max 100000" or "150000 100000"
+        char quota[32] = "";
+        long long period = 0;
+        const int got = std::fscanf(f, "%31s %lld", quota, &period);
+        std::fclose(f);
+        if (got == 2 && std::strcmp(quota, "max") != 0 && period > 0) {
+            const double q = std::atof(quota);
+            if (q > 0) return q / (double)period;
+        }
+        return 0;
+    }
+    long long quota = 0, period = 0;
+    std::snprintf(path, sizeof path, "%s/cpu/cpu.cfs_quota_us", root);
+    if (FILE *f = std::fopen(path, "r")) {
+        if (std::fscanf(f, "%lld", &quota) != 1) quota = 0;
+        std::fclose(f);
+    }
+    std::snprintf(path, sizeof path, "%s/cpu/cpu.cfs_period_us", root);
+    if (FILE *f = std::fopen(path, "r")) {
+        if (std::fscanf(f, "%lld", &period) != 1) period = 0;
+        std::fclose(f);
+    }
+    if (quota > 0 && period > 0) return (double)quota / (double)period;
+#endif
+    return 0;
+}
+
+int default_threads() {
+    const long env = env_long("OMP_NUM_THREADS");
+    if (env > 0) {
+        const int n = env > TT_MAX_THREADS ? TT_MAX_THREADS : (int)env;
+        std::snprintf(g_source, sizeof g_source, "OMP_NUM_THREADS=%ld%s", env,
+                      env > TT_MAX_THREADS ? " (clamped to TT_MAX_THREADS)" : "");
+        return n;
+    }
+    int n = affinity_cpus();
+    const double quota = cgroup_quota_cpus();
+    const int by_quota = quota > 0 ? std::max(1, (int)(quota + 0.999)) : 0;
+    if (by_quota > 0 && by_quota < n) {
+        std::snprintf(g_source, sizeof g_source, "cgroup CPU quota %.2f CPUs (affinity allows %d)",
+                      quota, n);
+        n = by_quota;
+    } else {
+        std::snprintf(g_source, sizeof g_source, "CPU affinity mask: %d CPU%s", n, n == 1 ? "" : "s");
+    }
+    return std::min(n, TT_MAX_THREADS);
+}
+
+std::atomic<int> &threads_slot() {
+    static std::atomic<int> slot{default_threads()};
+    return slot;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The pool                                                               */
+/* ---------------------------------------------------------------------- */
+
+constexpr int kChunkBits = 36;
+constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
+constexpr uint64_t kClosed = kChunkMask;  // the chunk index of a ticket between jobs
+constexpr int64_t kMaxChunks = (int64_t)kChunkMask - 1;
+
+inline uint64_t gen_of(uint64_t t) { return t >> kChunkBits; }
+inline int64_t chunk_of(uint64_t t) { return (int64_t)(t & kChunkMask); }
+
+using Clock = std::chrono::steady_clock;
+inline int64_t now_us() {
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+}
+
+/* How long an idle worker spins before it sleeps, and how long a caller spins before it
+ * waits passively (microseconds; TINYTORCH_SPIN_US overrides the first). */
+constexpr int64_t kWorkerSpinUs = 100;
+constexpr int64_t kCallerSpinUs = 20;
+/* A join that waits longer than this (and than a few chunks' worth of the caller's own
+ * time) for claimed chunks is a stall: a worker lost its core mid-chunk. */
+constexpr int64_t kStallMinUs = 300;
+/* Back-off after a stall: calls run on the caller alone for this long, doubling while
+ * stalls repeat, halving after each clean call; TINYTORCH_THREAD_BACKOFF=0 turns it off. */
+constexpr int64_t kBackoffMinUs = 20000, kBackoffMaxUs = 1000000;
+
+thread_local bool t_inside = false;  // a pool worker, or a caller inside a job
+
+struct Pool {
+    std::mutex submit;                  // held by the caller of the running job
+    std::atomic<uint64_t> ticket{kClosed};
+    std::atomic<int64_t> chunks{0}, done{0};
+    std::atomic<tt::ChunkFn> fn{nullptr};
+    std::atomic<void *> ctx{nullptr};
+    std::atomic<int> helpers{0};        // workers with index < helpers may join
+    std::atomic<int> sleeping{0}, caller_sleeping{0}, held{0};
+    std::atomic<bool> stop{false};
+    std::mutex m;
+    std::condition_variable work_cv, done_cv;
+    std::vector<std::thread> workers;   // guarded by `submit`
+    uint64_t generation = 0;            // guarded by `submit`
+    int64_t backoff_us = 0, solo_until_us = 0;  // guarded by `submit`
+    int64_t spin_us = kWorkerSpinUs;
+    bool backoff_enabled = true;
+    std::atomic<int64_t> stat[7] = {};  // tt_thread_stats fields, in order
+
+    Pool() {
+        const char *spin = std::getenv("TINYTORCH_SPIN_US");
+        if (spin && *spin) spin_us = std::max(0L, std::strtol(spin, nullptr, 10));
+        const char *backoff = std::getenv("TINYTORCH_THREAD_BACKOFF");
+        backoff_enabled = !(backoff && std::strcmp(backoff, "0") == 0);
+    }
+};
+
+enum Stat { JOBS, SOLO, CHUNKS_CALLER, CHUNKS_WORKERS, STALLS, BACKED_OFF, WORKERS };
+
+Pool *g_pool = nullptr;
+std::once_flag g_pool_once;
+
+void reset_after_fork() {
+    /* The child has none of the parent's threads (and maybe a locked mutex): start a new
+     * pool, empty, and leave the old one alone. */
+    g_pool = new (std::nothrow) Pool();
+}
+
+Pool &pool() {
+    std::call_once(g_pool_once, [] {
+        g_pool = new Pool();  // never destroyed: workers may outlive static destructors
+#if defined(__unix__) || defined(__APPLE__)
+        pthread_atfork(nullptr, nullptr, reset_after_fork);
+#endif
+    });
+    return *g_pool;
+}
+
+/* Claim and run chunks of generation `gen` until none is left. Returns how many ran. */
+int64_t claim_and_run(Pool &p, uint64_t gen, int slot) {
+    int64_t ran = 0;
+    for (;;) {
+        uint64_t t = p.ticket.load();
+        if (gen_of(t) != gen) return ran;
+        const int64_t c = chunk_of(t);
+        const int64_t n = p.chunks.load();
+        const tt::ChunkFn fn = p.fn.load();
+        void *ctx = p.ctx.load();
+        if (c >= n) return ran;
+        if (!p.ticket.compare_exchange_weak(t, t + 1)) continue;
+        fn(ctx, c, slot);
+        ++ran;
+        if (p.done.fetch_add(1) + 1 == n && p.caller_sleeping.load()) {
+            std::lock_guard<std::mutex> lock(p.m);
+            p.done_cv.notify_all();
+        }
+    }
+}
+
+void worker_main(Pool *pp, int index) {
+    Pool &p = *pp;
+    t_inside = true;
+    uint64_t seen = gen_of(p.ticket.load());
+    while (!p.stop.load()) {
+        const uint64_t t = p.ticket.load();
+        if (gen_of(t) != seen && chunk_of(t) != (int64_t)kClosed) {
+            seen = gen_of(t);
+            if (index < p.helpers.load() && index >= p.held.load()) {
+                const int64_t ran = claim_and_run(p, seen, index + 1);
+                p.stat[CHUNKS_WORKERS].fetch_add(ran);
+            }
+            continue;
+        }
+        /* Idle: spin a little (the next kernel usually follows at once), then sleep. */
+        const int64_t until = now_us() + p.spin_us;
+        bool woke = false;
+        while (now_us() < until) {
+            for (int i = 0; i < 64; ++i) TT_CPU_RELAX();
+            const uint64_t u = p.ticket.load();
+            if (gen_of(u) != seen && chunk_of(u) != (int64_t)kClosed) { woke = true; break; }
+        }
+        if (woke) continue;
+        std::unique_lock<std::mutex> lock(p.m);
+        p.sleeping.fetch_add(1);
+        p.work_cv.wait(lock, [&] {
+            const uint64_t u = p.ticket.load();
+            return p.stop.load() || (gen_of(u) != seen && chunk_of(u) != (int64_t)kClosed);
+        });
+        p.sleeping.fetch_sub(1);
+    }
+}
+
+/* Start workers until there are `want` (fewer if the system refuses threads). */
+void grow(Pool &p, int want) {
+    while ((int)p.workers.size() < want) {
+        try {
+            p.workers.emplace_back(worker_main, &p, (int)p.workers.size());
+        } catch (...) {
+            break;  // no more threads: the caller runs what nobody claims
+        }
+    }
+    p.stat[WORKERS].store((int64_t)p.workers.size());
+}
+
+void run_inline(int64_t chunks, tt::ChunkFn fn, void *ctx) {
+    for (int64_t c = 0; c < chunks; ++c) fn(ctx, c, 0);
+}
+
+}  // namespace
+
+namespace tt {
+
+int num_threads() {
+    const int n = threads_slot().load(std::memory_order_relaxed);
+    const long limit = env_long("OMP_THREAD_LIMIT");  // an existing cap users may have set
+    return limit > 0 && n > limit ? (int)limit : n;
+}
+
+void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx) {
+    if (chunks <= 0) return;
+    Pool &p = pool();
+    if (max_threads <= 1 || chunks == 1 || t_inside || chunks > kMaxChunks) {
+        run_inline(chunks, fn, ctx);
+        return;
+    }
+    std::unique_lock<std::mutex> owner(p.submit, std::try_to_lock);
+    if (!owner.owns_lock()) {  // another thread's job is running: this one runs alone
+        p.stat[SOLO].fetch_add(1);
+        run_inline(chunks, fn, ctx);
+        return;
+    }
+    const int64_t start = now_us();
+    if (p.backoff_enabled && start < p.solo_until_us) {
+        p.stat[BACKED_OFF].fetch_add(1);
+        t_inside = true;
+        run_inline(chunks, fn, ctx);
+        t_inside = false;
+        return;
+    }
+    const int helpers = std::min<int64_t>(max_threads, TT_MAX_THREADS) - 1;
+    grow(p, helpers);
+    p.stat[JOBS].fetch_add(1);
+
+    const uint64_t gen = ++p.generation & ((uint64_t{1} << (64 - kChunkBits)) - 1);
+    p.ticket.store((gen << kChunkBits) | kClosed);
+    p.chunks.store(chunks);
+    p.fn.store(fn);
+    p.ctx.store(ctx);
+    p.helpers.store(helpers);
+    p.done.store(0);
+    p.ticket.store(gen << kChunkBits);
+    if (p.sleeping.load() > 0) {
+        std::lock_guard<std::mutex> lock(p.m);
+        p.work_cv.notify_all();
+    }
+
+    t_inside = true;
+    const int64_t mine = claim_and_run(p, gen, 0);
+    t_inside = false;
+    p.stat[CHUNKS_CALLER].fetch_add(mine);
+    const int64_t caller_done = now_us();
+
+    /* Wait for the chunks workers claimed: spin briefly, then passively. */
+    if (p.done.load() < chunks) {
+        const int64_t until = caller_done + kCallerSpinUs;
+        while (p.done.load() < chunks && now_us() < until) TT_CPU_RELAX();
+        if (p.done.load() < chunks) {
+            std::unique_lock<std::mutex> lock(p.m);
+            p.caller_sleeping.store(1);
+            p.done_cv.wait(lock, [&] { return p.done.load() >= chunks; });
+            p.caller_sleeping.store(0);
+        }
+    }
+    const int64_t end = now_us();
+    /* Stall: the join waited long, and longer than a few of the caller's own chunks. */
+    const int64_t waited = end - caller_done;
+    /* (With no chunk of its own the caller cannot judge a chunk's length: only a wait far
+     * past any kernel's chunk counts then.) */
+    const int64_t per_chunk = mine > 0 ? (caller_done - start) / mine : 25 * kStallMinUs;
+    if (waited > std::max<int64_t>(kStallMinUs, 4 * per_chunk)) {
+        p.stat[STALLS].fetch_add(1);
+        p.backoff_us = std::min(kBackoffMaxUs, std::max(kBackoffMinUs, 2 * p.backoff_us));
+        p.solo_until_us = end + p.backoff_us;
+    } else if (mine < chunks) {  // helpers took part and nobody stalled
+        p.backoff_us /= 2;
+    }
+}
+
+}  // namespace tt
+
+extern "C" {
+
+TT_API tt_status tt_set_num_threads(int n) {
+    if (n < 1 || n > TT_MAX_THREADS)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_set_num_threads: n=%d is outside 1..%d", n,
+                        TT_MAX_THREADS);
+    (void)threads_slot();  // read the default first, so the source below is not overwritten
+    threads_slot().store(n);
+    std::snprintf(g_source, sizeof g_source, "tt_set_num_threads(%d)", n);
+    return TT_OK;
+}
+
+TT_API int tt_get_num_threads(void) { return tt::num_threads(); }
+
+TT_API const char *tt_threads_source(void) {
+    (void)threads_slot();
+    return g_source;
+}
+
+TT_API tt_status tt_thread_stats(tt_thread_stats_t *out) {
+    if (out == nullptr) return tt::fail(TT_ERR_NULL_POINTER, "tt_thread_stats: out is NULL");
+    Pool &p = pool();
+    out->jobs = p.stat[JOBS].load();
+    out->solo_jobs = p.stat[SOLO].load();
+    out->chunks_caller = p.stat[CHUNKS_CALLER].load();
+    out->chunks_workers = p.stat[CHUNKS_WORKERS].load();
+    out->stalls = p.stat[STALLS].load();
+    out->backed_off_jobs = p.stat[BACKED_OFF].load();
+    out->workers = p.stat[WORKERS].load();
+    return TT_OK;
+}
+
+TT_API tt_status tt_thread_stats_reset(void) {
+    Pool &p = pool();
+    for (int i = 0; i < WORKERS; ++i) p.stat[i].store(0);
+    std::lock_guard<std::mutex> owner(p.submit);
+    p.backoff_us = 0;
+    p.solo_until_us = 0;
+    return TT_OK;
+}
+
+TT_API tt_status tt_thread_pool_hold(int workers) {
+    if (workers < 0 || workers > TT_MAX_THREADS)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_thread_pool_hold: workers=%d is outside 0..%d",
+                        workers, TT_MAX_THREADS);
+    Pool &p = pool();
+    /* Held workers claim nothing: to the pool they look like threads that lost their core
+     * before a job began. Taking `submit` makes the change land between jobs. */
+    std::lock_guard<std::mutex> owner(p.submit);
+    p.held.store(workers);
+    return TT_OK;
+}
+
+}  // extern "C"
