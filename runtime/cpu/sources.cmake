@@ -1,7 +1,8 @@
 # Kernel sources of libtinytorch (GEMM driver + micro-kernels, fused bias-GELU,
 # FlashAttention driver + per-ISA block kernels, layer-norm / softmax row kernels, the
 # training-step kernels: Adam / AdamW and the embedding gather / scatter-add, and the
-# data movement of convolution and max pooling: im2col / col2im, pooling with argmax).
+# data movement of convolution and max pooling: im2col / col2im, pooling with argmax, and
+# the INT8 GEMM: driver qgemm.cpp, one kernel per ISA qgemm_kernel_<isa>.cpp).
 #
 # Included by the top-level CMakeLists.txt after add_library(tinytorch ...). Generic
 # files are compiled for the baseline of the architecture (plain x86-64 / AArch64);
@@ -20,6 +21,8 @@ target_sources(tinytorch PRIVATE
   ${TT_CPU_DIR}/rownorm.cpp
   ${TT_CPU_DIR}/train_ops.cpp
   ${TT_CPU_DIR}/conv.cpp
+  ${TT_CPU_DIR}/qgemm.cpp
+  ${TT_CPU_DIR}/qgemm_kernel_scalar.cpp
 )
 
 if(TT_ARCH_X86)
@@ -34,6 +37,9 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/rownorm_avx512.cpp
     ${TT_CPU_DIR}/train_ops_avx2.cpp
     ${TT_CPU_DIR}/train_ops_avx512.cpp
+    ${TT_CPU_DIR}/qgemm_kernel_avx2.cpp
+    ${TT_CPU_DIR}/qgemm_kernel_avx512bw.cpp
+    ${TT_CPU_DIR}/qgemm_kernel_avx512_vnni.cpp
   )
   if(MSVC)
     set(TT_AVX2_FLAGS "/arch:AVX2")
@@ -48,6 +54,7 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/attention_avx2.cpp
     ${TT_CPU_DIR}/rownorm_avx2.cpp
     ${TT_CPU_DIR}/train_ops_avx2.cpp
+    ${TT_CPU_DIR}/qgemm_kernel_avx2.cpp
     PROPERTIES COMPILE_OPTIONS "${TT_AVX2_FLAGS}")
   set_source_files_properties(
     ${TT_CPU_DIR}/gemm_kernel_avx512.cpp
@@ -55,7 +62,17 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/attention_avx512.cpp
     ${TT_CPU_DIR}/rownorm_avx512.cpp
     ${TT_CPU_DIR}/train_ops_avx512.cpp
+    ${TT_CPU_DIR}/qgemm_kernel_avx512bw.cpp
     PROPERTIES COMPILE_OPTIONS "${TT_AVX512_FLAGS}")
+  # The INT8 VNNI kernel alone gets vpdpbusd (run only where CPUID reports AVX512_VNNI);
+  # the AVX-512BW kernel must not, or the compiler could fuse its exact 16-bit scheme.
+  if(MSVC)
+    set(TT_AVX512_VNNI_FLAGS "/arch:AVX512")
+  else()
+    set(TT_AVX512_VNNI_FLAGS "${TT_AVX512_FLAGS};-mavx512vnni")
+  endif()
+  set_source_files_properties(${TT_CPU_DIR}/qgemm_kernel_avx512_vnni.cpp
+    PROPERTIES COMPILE_OPTIONS "${TT_AVX512_VNNI_FLAGS}")
 elseif(TT_ARCH_ARM64)
   # NEON (Advanced SIMD) is part of the AArch64 baseline: no extra flags needed.
   target_sources(tinytorch PRIVATE
@@ -64,6 +81,7 @@ elseif(TT_ARCH_ARM64)
     ${TT_CPU_DIR}/attention_neon.cpp
     ${TT_CPU_DIR}/rownorm_neon.cpp
     ${TT_CPU_DIR}/train_ops_neon.cpp
+    ${TT_CPU_DIR}/qgemm_kernel_neon.cpp
   )
 endif()
 

@@ -1,0 +1,64 @@
+/*
+ * qgemm_kernel_avx2.cpp -- INT8 GEMM kernel for AVX2 (TT_QGEMM_AVX2), built with the AVX2
+ * flags (sources.cmake). The exact scheme of qgemm_kernel_avx512bw.cpp on 256-bit
+ * registers: u16 activations, s8 weights sign-extended to s16 (vpmovsxbw), vpmaddwd pair
+ * sums (at most 2 * 255 * 128 = 65280 in magnitude: no saturation) and vpaddd into int32.
+ *
+ * Tile 4 x 16: 8 ymm accumulators, 2 for the sign-extended B group (16 columns x 2 k),
+ * one broadcast, one product: 12 of the 16 registers.
+ */
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "cpu/qgemm_rows.h"
+
+namespace {
+
+constexpr int MR = 4;
+constexpr int NR = 16;
+constexpr int G = 2;
+
+template <int R>
+void tile(int64_t kgroups, const uint8_t *a, int64_t a_stride, const int8_t *b, int32_t *acc) {
+    __m256i c[R][2];
+    for (int i = 0; i < R; ++i) c[i][0] = c[i][1] = _mm256_setzero_si256();
+    for (int64_t g = 0; g < kgroups; ++g) {
+        const int8_t *bg = b + g * NR * G;
+        const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(bg)));
+        const __m256i b1 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(bg + 16)));
+        for (int i = 0; i < R; ++i) {
+            int32_t word;
+            std::memcpy(&word, a + i * a_stride + g * 4, sizeof word);
+            const __m256i av = _mm256_set1_epi32(word);
+            c[i][0] = _mm256_add_epi32(c[i][0], _mm256_madd_epi16(av, b0));
+            c[i][1] = _mm256_add_epi32(c[i][1], _mm256_madd_epi16(av, b1));
+        }
+    }
+    for (int i = 0; i < R; ++i) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(acc + i * NR), c[i][0]);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(acc + i * NR + 8), c[i][1]);
+    }
+}
+
+void qgemm_ukernel_avx2(int64_t kgroups, const uint8_t *a, int64_t a_stride, int rows,
+                        const int8_t *b, int32_t *acc) {
+    switch (rows) {
+        case 1: return tile<1>(kgroups, a, a_stride, b, acc);
+        case 2: return tile<2>(kgroups, a, a_stride, b, acc);
+        case 3: return tile<3>(kgroups, a, a_stride, b, acc);
+        default: return tile<4>(kgroups, a, a_stride, b, acc);
+    }
+}
+
+}  // namespace
+
+namespace tt {
+const QgemmKernel kQgemmAvx2 = {
+    TT_QGEMM_AVX2, "avx2", "qgemm:avx2", TT_ISA_AVX2, MR, NR, G, 0,
+    qgemm_ukernel_avx2,
+    qrows::quantize_row_fn<qrows::ALayout::U16, G>,
+    qrows::epilogue_f32<&kGeluAvx2>,
+    qrows::epilogue_i32};
+}  // namespace tt
