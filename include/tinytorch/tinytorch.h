@@ -87,8 +87,8 @@ TT_API const char *tt_version(void);
 
 /* One-line JSON object describing the build and the running machine:
  *   {"version": ..., "compiler": ..., "build_type": ..., "isas_compiled": [...],
- *    "isa_detected": [...], "isa_best": ..., "isa_active": ..., "openmp": true|false,
- *    "threads": N, "max_threads": N}
+ *    "isa_detected": [...], "isa_best": ..., "isa_active": ..., "threads": N,
+ *    "threads_source": "...", "max_threads": N}  (max_threads: the online CPUs)
  * The string is rebuilt on each call; it stays valid until the next call on this thread. */
 TT_API const char *tt_build_info(void);
 
@@ -131,15 +131,48 @@ TT_API tt_status tt_isa_from_name(const char *name, tt_isa *out);
  * was honoured or not set. */
 TT_API const char *tt_isa_env_error(void);
 
-/* Threads used by kernels (OpenMP): 1 <= n <= TT_MAX_THREADS, else
- * TT_ERR_INVALID_ARGUMENT (a count the OpenMP runtime cannot create would make it
- * end the process). The default is OMP_NUM_THREADS when it is set and in range
- * (larger values are clamped to TT_MAX_THREADS), else the number of processors.
- * A kernel uses at most the OpenMP thread limit (OMP_THREAD_LIMIT). Without
- * OpenMP it is always 1. */
+/* Threads used by kernels: 1 <= n <= TT_MAX_THREADS, else TT_ERR_INVALID_ARGUMENT.
+ * The default is OMP_NUM_THREADS when it is set and positive (larger values are clamped
+ * to TT_MAX_THREADS), else the CPUs of the process's affinity mask, lowered to a cgroup
+ * CPU quota when there is one (rounded up: 1.5 CPUs give 2 threads). A kernel never uses
+ * more than OMP_THREAD_LIMIT when that is set. tt_threads_source() names the rule that
+ * chose the count, e.g. "CPU affinity mask: 2 CPUs".
+ *
+ * The threading model (runtime/core/thread_pool.h): the runtime keeps its own pool of
+ * n - 1 worker threads. A parallel kernel cuts its work into chunks whose boundaries
+ * depend on the problem alone, the calling thread and the workers claim chunks from one
+ * counter, and the caller waits only for chunks a worker has claimed: a worker that is
+ * asleep or descheduled (a busy machine) takes no part, so a call is never slower than on
+ * one thread by more than one chunk. Results are bit-identical for every thread count and
+ * schedule (reductions add per-chunk partial sums in chunk order). After a call that
+ * waited long for a preempted worker, later calls run on the caller alone for a short
+ * back-off period (20 ms, doubling while it recurs, up to 1 s; TINYTORCH_THREAD_BACKOFF=0
+ * turns it off). Small problems run on the caller alone (each kernel family's rule is in
+ * runtime/core/config.h). A kernel called from inside a chunk, or from a second thread
+ * while the pool is busy, runs on its calling thread alone. Idle workers spin for
+ * TINYTORCH_SPIN_US microseconds (default 100) and then sleep. The pool is rebuilt in a
+ * child after fork(). */
 #define TT_MAX_THREADS 256
 TT_API tt_status tt_set_num_threads(int n);
 TT_API int tt_get_num_threads(void);
+TT_API const char *tt_threads_source(void);
+
+/* Counters of the thread pool since start or the last tt_thread_stats_reset (all calls
+ * of the process): `jobs` parallel calls offered to the pool, `solo_jobs` run on their
+ * caller alone because the pool was busy with another thread's call, `chunks_caller` and
+ * `chunks_workers` chunks run by calling threads and by pool workers, `stalls` joins that
+ * waited long for a claimed chunk, `backed_off_jobs` calls run alone during a back-off,
+ * `workers` the pool's threads. */
+typedef struct tt_thread_stats {
+    int64_t jobs, solo_jobs, chunks_caller, chunks_workers, stalls, backed_off_jobs, workers;
+} tt_thread_stats_t;
+TT_API tt_status tt_thread_stats(tt_thread_stats_t *out);
+TT_API tt_status tt_thread_stats_reset(void);  /* also ends a back-off period */
+
+/* Testing hook: the first `workers` pool workers (0 releases them) claim nothing until
+ * released, as if they had lost their cores; parallel calls still complete, on the caller
+ * and the other workers, with the same results. 0 <= workers <= TT_MAX_THREADS. */
+TT_API tt_status tt_thread_pool_hold(int workers);
 
 /* ------------------------------------------------------------------------ */
 /* Storage: 64-byte aligned, reference-counted buffers                      */
@@ -364,7 +397,9 @@ typedef enum tt_attention_causal {
  *   broadcasts (one K/V head shared by several query heads, say). lse is batch*heads*sq
  *   contiguous floats ([b][h][i], natural log) or NULL when no backward will follow.
  * A query that sees no key (sk == 0, or CAUSAL_END with i + sk - sq < 0) gets a zero output
- *   row and lse = -inf. NaN in a query, or in a key or value the query sees, makes that
+ *   row and lse = -inf. With d == 0 nothing is computed: o has no elements and lse (if given)
+ *   is log of the number of keys each query sees (every score is 0); the call returns at
+ *   once whatever sq and sk are. NaN in a query, or in a key or value the query sees, makes that
  *   query's row NaN (as the naive formula does); positions masked out by causal are not
  *   read at all where a whole 64 x 64 block is masked.
  * Rules: batch, heads, sq, sk, d >= 0 (TT_ERR_INVALID_ARGUMENT), causal one of the above,
@@ -470,9 +505,12 @@ TT_API tt_status tt_cross_entropy_forward(const float *logits, const int64_t *ta
                                           float *loss, float *lse, int64_t rows, int64_t cols,
                                           int64_t ignore_index);
 
-/* Gradient of sum_i grad_loss_i loss_i from the forward's lse:
- *   grad_logits_ij = grad_loss_i (exp(logits_ij - lse_i) - [j == target_i]),
- * rows whose target is ignore_index get 0. grad_logits may equal logits (not partly overlap
+/* Gradient of sum_i grad_loss_i loss_i:
+ *   grad_logits_ij = grad_loss_i (softmax(logits_i)_j - [j == target_i]),
+ * rows whose target is ignore_index get 0. The softmax is recomputed shifted by the row
+ * maximum, exact under shift (exp(logits_ij - lse_i) would round log(sum) away once
+ * |logits| >> 1: tied logits of 1e7 would get probability 1 each); lse, the forward's, is
+ * checked like the other inputs but not needed. grad_logits may equal logits (not partly overlap
  * it). Path "cross_entropy_backward:<isa>". */
 TT_API tt_status tt_cross_entropy_backward(const float *logits, const int64_t *target,
                                            const float *lse, const float *grad_loss,
@@ -526,14 +564,18 @@ TT_API tt_status tt_relu_backward(const float *y, const float *grad_y, float *gr
  * strides sh, sw >= 1, zero padding ph, pw >= 0 on each side; OH = (H + 2ph - KH)/sh + 1,
  * OW likewise (the padded input must hold one window). cols is (C*KH*KW) x (N*OH*OW):
  *     cols[(c*KH + i)*KW + j][(n*OH + oh)*OW + ow] = x[n][c][oh*sh + i - ph][ow*sw + j - pw]
- * (0 outside the image), so a convolution is W (OC x C*KH*KW) times cols. Path "im2col:cpu". */
+ * (0 outside the image), so a convolution is W (OC x C*KH*KW) times cols. Sizes < 0, a
+ * kernel or stride < 1 or padding < 0 give TT_ERR_INVALID_ARGUMENT, a padded input smaller
+ * than the kernel TT_ERR_SHAPE_MISMATCH; H, W, KH, KW, ph or pw above 2^31 - 1, or any
+ * tensor whose bytes overflow int64, TT_ERR_OVERFLOW. Path "im2col:cpu". */
 TT_API tt_status tt_im2col(const float *x, int64_t n, int64_t c, int64_t h, int64_t w,
                            int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                            float *cols);
 
 /* Its adjoint: grad_x (N x C x H x W, overwritten) = the sum, over every cols entry, of
  * that entry into the input pixel it was copied from (overlapping windows add up; padding
- * entries are dropped). Same geometry arguments. Path "col2im:cpu". */
+ * entries are dropped). Same geometry arguments and the same errors (TT_ERR_OVERFLOW for
+ * dimensions above 2^31 - 1 included). Path "col2im:cpu". */
 TT_API tt_status tt_col2im(const float *cols, int64_t n, int64_t c, int64_t h, int64_t w,
                            int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                            float *grad_x);
@@ -552,7 +594,8 @@ TT_API tt_status tt_maxpool2d_forward(const float *x, int64_t n, int64_t c, int6
 /* Its gradient: grad_x (N x C planes of H x W, overwritten; plane (n, c) at
  * grad_x + n*stride_n + c*stride_c, like the forward's input) = 0 plus grad_y[n][c][q]
  * added at argmax[n][c][q] of its plane (-1 entries are skipped; any other index outside
- * [0, H*W) is refused before anything is written). grad_y and argmax are contiguous
+ * [0, H*W) is refused before anything is written, also when H*W = 0, where only -1 is
+ * valid). grad_y and argmax are contiguous
  * N x C x OH x OW. Path "maxpool2d_backward:cpu". */
 TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int64_t *argmax, int64_t n,
                                        int64_t c, int64_t h, int64_t w, int64_t oh, int64_t ow,
@@ -720,15 +763,31 @@ TT_API tt_status tt_fusion_run(const tt_fusion_t *program, const void *const *in
 /* The program as one self-contained C11 file defining
  *     int tt_fused_kernel(const void *const *inputs, const int64_t *input_strides,
  *                         void *const *outputs, const int64_t *output_strides);
- * with tt_fusion_run's arguments (the domain shape is baked in; it returns 0). It compiles
- * with cc -std=c11 -O3 -Wall -Werror -fPIC -shared, with or without -fopenmp, and is emitted
- * only from the validated node list. *needed receives the size in bytes including the NUL
- * (needed may be NULL); buf may be NULL when cap == 0; a cap smaller than needed gives
- * TT_ERR_INVALID_ARGUMENT (and still sets *needed). The kernel does not repeat
+ *     const int64_t tt_fused_domain[2];   (rows, cols of the domain)
+ * with tt_fusion_run's arguments (the domain shape is baked in; it returns 0), and, when the
+ * program has no ACCUMULATE output,
+ *     int tt_fused_rows(..., int64_t row_begin, int64_t row_end);   (tt_fused_rows_fn)
+ * which computes rows [row_begin, row_end) only: tt_fusion_run_rows runs it on the
+ * runtime's threads (the file itself starts none). It compiles with
+ * cc -std=c11 -O3 -Wall -Werror -fPIC -shared and is emitted only from the validated node
+ * list. *needed receives the size in bytes including the NUL (needed may be NULL); buf may
+ * be NULL when cap == 0, a size query that returns TT_OK; any other cap smaller than needed
+ * gives TT_ERR_INVALID_ARGUMENT (and still sets *needed). The kernel does not repeat
  * tt_fusion_run's checks of the buffers and strides. A program with an ACCUMULATE output
  * runs its rows on one thread and its kernel returns -1 if its sums cannot be allocated. */
 TT_API tt_status tt_fusion_source(const tt_fusion_t *program, char *buf, int64_t cap,
                                   int64_t *needed);
+
+/* Run a compiled tt_fused_rows over rows x cols (tt_fused_domain) on the runtime's threads,
+ * in chunks of rows, by the rules of tt_fusion_run (one thread below 65536 points). The
+ * arguments are passed to rows_fn unchecked, as tt_fused_kernel takes them. A non-zero
+ * return of rows_fn gives TT_ERR_INTERNAL. Path "fusion:compiled". */
+typedef int (*tt_fused_rows_fn)(const void *const *inputs, const int64_t *input_strides,
+                                void *const *outputs, const int64_t *output_strides,
+                                int64_t row_begin, int64_t row_end);
+TT_API tt_status tt_fusion_run_rows(tt_fused_rows_fn rows_fn, const void *const *inputs,
+                                    const int64_t *input_strides, void *const *outputs,
+                                    const int64_t *output_strides, int64_t rows, int64_t cols);
 
 /* Name of the code path the calling thread's most recent kernel call took, e.g.
  * "sgemm:avx2", "sgemm:reference", "bias_gelu_forward:avx512". Tests use it to
