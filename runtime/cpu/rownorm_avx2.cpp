@@ -256,16 +256,6 @@ void softmax_backward(const float *y, const float *gy, float *gx, int64_t cols) 
 
 float logsumexp_row(const float *x, int64_t cols) { return softmax_forward<2>(x, nullptr, cols); }
 
-void exp_scaled_row(const float *x, float shift, float scale, float *out, int64_t cols) {
-    const __m256 vs = _mm256_set1_ps(shift), vg = _mm256_set1_ps(scale);
-    int64_t j = 0;
-    for (; j + 8 <= cols; j += 8)
-        _mm256_storeu_ps(out + j, _mm256_mul_ps(vg, exp_core(_mm256_sub_ps(_mm256_loadu_ps(x + j), vs))));
-    if (j < cols) {
-        const __m256i m = tail_mask(cols - j);
-        _mm256_maskstore_ps(out + j, m, _mm256_mul_ps(vg, exp_core(_mm256_sub_ps(_mm256_maskload_ps(x + j, m), vs))));
-    }
-}
 }  // namespace
 
 namespace tt {
@@ -276,6 +266,5 @@ const RowNormKernels kRowNormAvx2 = {"avx2",
                                      softmax_forward<true>,
                                      softmax_backward<false>,
                                      softmax_backward<true>,
-                                     logsumexp_row,
-                                     exp_scaled_row};
+                                     logsumexp_row};
 }  // namespace tt

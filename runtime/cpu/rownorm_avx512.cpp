@@ -208,16 +208,6 @@ void softmax_backward(const float *y, const float *gy, float *gx, int64_t cols) 
 
 float logsumexp_row(const float *x, int64_t cols) { return softmax_forward<2>(x, nullptr, cols); }
 
-void exp_scaled_row(const float *x, float shift, float scale, float *out, int64_t cols) {
-    const __m512 vs = _mm512_set1_ps(shift), vg = _mm512_set1_ps(scale);
-    int64_t j = 0;
-    for (; j + 16 <= cols; j += 16)
-        _mm512_storeu_ps(out + j, _mm512_mul_ps(vg, exp_core(_mm512_sub_ps(_mm512_loadu_ps(x + j), vs))));
-    if (j < cols) {
-        const __mmask16 m = tail_mask(cols - j);
-        _mm512_mask_storeu_ps(out + j, m, _mm512_mul_ps(vg, exp_core(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + j), vs))));
-    }
-}
 }  // namespace
 
 namespace tt {
@@ -228,6 +218,5 @@ const RowNormKernels kRowNormAvx512 = {"avx512",
                                        softmax_forward<true>,
                                        softmax_backward<false>,
                                        softmax_backward<true>,
-                                     logsumexp_row,
-                                     exp_scaled_row};
+                                     logsumexp_row};
 }  // namespace tt

@@ -15,8 +15,9 @@
  * Softmax of one row: pass 1 the maximum m, pass 2 e = exp(x - m) (softmax stores e in y)
  * and its sum (float lanes), pass 3 y = e / sum or y = x - lse. exp in the vector kernels
  * is the bias-GELU one (constants in bias_gelu_kernels.h), relative error ~1e-7.
- * Cross-entropy rows use logsumexp (passes 1 and 2, nothing stored) and exp_scaled
- * (grad = g exp(x - lse), the driver then subtracts g at the target).
+ * Cross-entropy rows use logsumexp (passes 1 and 2, nothing stored) forward and the
+ * softmax backward (grad = g softmax(x), shifted by the row max, not g exp(x - lse), which
+ * rounds log(sum) away for large logits; the driver then subtracts g at the target).
  */
 #pragma once
 
@@ -44,9 +45,6 @@ using SoftmaxForwardRowFn = float (*)(const float *x, float *y, int64_t cols);
 /* One row (cols >= 1): its log-sum-exp, nothing stored. */
 using LogSumExpRowFn = float (*)(const float *x, int64_t cols);
 
-/* One row: out[j] = scale * exp(x[j] - shift) (out may equal x). */
-using ExpScaledRowFn = void (*)(const float *x, float shift, float scale, float *out, int64_t cols);
-
 /* One row: gx (may equal gy or y) from the forward's y and gy. */
 using SoftmaxBackwardRowFn = void (*)(const float *y, const float *gy, float *gx, int64_t cols);
 
@@ -59,7 +57,6 @@ struct RowNormKernels {
     SoftmaxBackwardRowFn softmax_backward;
     SoftmaxBackwardRowFn log_softmax_backward;
     LogSumExpRowFn logsumexp;
-    ExpScaledRowFn exp_scaled;
 };
 
 extern const RowNormKernels kRowNormScalar;

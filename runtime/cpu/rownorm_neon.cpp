@@ -199,14 +199,6 @@ void softmax_backward(const float *y, const float *gy, float *gx, int64_t cols) 
 
 float logsumexp_row(const float *x, int64_t cols) { return softmax_forward<2>(x, nullptr, cols); }
 
-void exp_scaled_row(const float *x, float shift, float scale, float *out, int64_t cols) {
-    const float32x4_t vs = vdupq_n_f32(shift), vg = vdupq_n_f32(scale);
-    int64_t j = 0;
-    for (; j + 4 <= cols; j += 4) vst1q_f32(out + j, vmulq_f32(vg, exp_core(vsubq_f32(vld1q_f32(x + j), vs))));
-    if (j < cols)
-        store_tail(out + j, vmulq_f32(vg, exp_core(vsubq_f32(load_tail(x + j, cols - j), vs))), cols - j);
-}
-
 }  // namespace
 
 namespace tt {
@@ -217,7 +209,6 @@ const RowNormKernels kRowNormNeon = {"neon",
                                      softmax_forward<1>,
                                      softmax_backward<false>,
                                      softmax_backward<true>,
-                                     logsumexp_row,
-                                     exp_scaled_row};
+                                     logsumexp_row};
 }  // namespace tt
 #endif
