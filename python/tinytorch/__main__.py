@@ -15,7 +15,7 @@ import sys
 
 
 # One measured figure for the quick run, with its machine (README.md and docs/scorecard.md say the same).
-QUICK_HELP = "small sizes: 41 s on a loaded 2-core AMD EPYC (Zen 5, AVX-512)"
+QUICK_HELP = "small sizes: 31 s on a 2-core AMD EPYC with AVX-512, under load (load average 1.2)"
 
 
 def _table(rows: list[tuple[str, str]]) -> str:

@@ -315,6 +315,11 @@ class TracedValue:
 
     __rmatmul__ = __matmul__
 
+    @property
+    def T(self):
+        """Refused: a transpose is a layout change, not elementwise (``x @ x.T`` meets it first)."""
+        raise UnsupportedOperation("transpose (.T) or matmul (@), as in x @ x.T: neither is elementwise")
+
     # ------------------------------------------------------------------ elementwise methods
     def exp(self):
         """e**x."""

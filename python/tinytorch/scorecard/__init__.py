@@ -120,7 +120,7 @@ def run_scorecard(quick: bool = False, only=None, out: str = "scorecard", use_tq
     tables to ``stream``; returns the SectionResults.
 
     Args:
-        quick: the small variant of every section (about 40 s in all on a 2-core machine).
+        quick: the small variant of every section (31 s in all on a loaded 2-core machine).
         only: section names to run (None: all); unknown names raise ValueError.
         out: the output folder (created); one that cannot be written raises ValueError before
             anything is measured, and a write that fails at the end raises OSError after the
