@@ -157,6 +157,25 @@ OPTIONAL_PROTOTYPES.update({
     "tt_maxpool2d_backward": (_status, [_ptr, _ptr] + [c_int64] * 6 + [_ptr, c_int64, c_int64]),
 })
 
+# The INT8 GEMM (runtime/cpu/qgemm.cpp): optional, so a library built before it still
+# loads; core/quantization.py then multiplies in NumPy and says why.
+QGEMM_SYMBOLS = ("tt_qgemm_kernel_active", "tt_qgemm_kernel_name", "tt_qgemm_kernel_usable",
+                 "tt_qgemm_pack_size", "tt_qgemm_pack", "tt_qgemm_quantize_rows",
+                 "tt_qgemm_u8s8s32", "tt_qgemm_f32")
+OPTIONAL_PROTOTYPES.update({
+    "tt_qgemm_kernel_active": (c_int, []),
+    "tt_qgemm_kernel_name": (c_char_p, [c_int]),
+    "tt_qgemm_kernel_usable": (c_int, [c_int]),
+    "tt_qgemm_pack_size": (_status, [c_int64, c_int64, c_int, _ptr]),
+    "tt_qgemm_pack": (_status, [c_int, c_int64, c_int64, _ptr, c_int64, _ptr, c_int64]),
+    "tt_qgemm_quantize_rows": (_status, [c_int64, c_int64, _ptr, c_int64, _ptr, c_int64, _ptr,
+                                         _ptr]),
+    "tt_qgemm_u8s8s32": (_status, [c_int64, c_int64, c_int64, _ptr, c_int64, _ptr, c_int64,
+                                   _ptr, c_int64]),
+    "tt_qgemm_f32": (_status, [c_int64, c_int64, c_int64, _ptr, c_int64, _ptr, c_int64, _ptr,
+                               _ptr, c_int, _ptr, c_int64]),
+})
+
 # The fusion executor (runtime/fusion/README.md): optional, so a library built before it
 # still loads; extensions/compile.py then runs fusion programs on NumPy and says why.
 FUSION_SYMBOLS = ("tt_fusion_create", "tt_fusion_free", "tt_fusion_info", "tt_fusion_run",
@@ -423,6 +442,11 @@ def f32_ptr(array: np.ndarray | None):
 def has_fusion() -> bool:
     """True when the loaded library exports every tt_fusion_* function."""
     return lib is not None and all(getattr(lib, n, None) is not None for n in FUSION_SYMBOLS)
+
+
+def has_qgemm() -> bool:
+    """True when the loaded library exports every tt_qgemm_* function."""
+    return lib is not None and all(getattr(lib, n, None) is not None for n in QGEMM_SYMBOLS)
 
 
 class FusedKernel:

@@ -117,9 +117,10 @@ def test_quantized_linear_integer_path_is_exact(rng, shape, per_channel):
     x = rng.standard_normal(shape).astype(np.float32)
     x2 = x.reshape(-1, 7)
     xq = ql.quantize_input(x2)
-    acc = ql.int_matmul(xq.q, int(xq.params.zero_point))
+    assert xq.q.dtype == np.uint8 and xq.zero_point.shape == (x2.shape[0],)
+    acc = ql.int_matmul(xq.q, xq.zero_point)
     assert acc.dtype == np.int32
-    exact = (xq.q.astype(np.int64) - int(xq.params.zero_point)) @ ql.weight_q.astype(np.int64)
+    exact = (xq.q.astype(np.int64) - xq.zero_point[:, None]) @ ql.weight_q.astype(np.int64)
     np.testing.assert_array_equal(acc, exact)
     # the float output is the dequantized operands' product (float64 reference) plus bias
     ref = xq.dequantize().astype(np.float64) @ ql.dequantized_weight().astype(np.float64) + lin.bias.data

@@ -916,6 +916,106 @@ def relu_backward(y, grad):
 # Registration: one entry per instruction set, the active one usable
 # --------------------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------------------
+# INT8 inference: tt_qgemm_* (runtime/cpu/qgemm.cpp)
+# --------------------------------------------------------------------------------------
+
+_ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2}
+_QGEMM_MAX_K = 65793  # TT_QGEMM_MAX_K: the largest K whose int32 sums are exact
+
+
+def _qgemm_ready(k: int) -> bool:
+    return _native.has_qgemm() and k <= _QGEMM_MAX_K
+
+
+def _pack_for(lib, weight_q, packs):
+    """(address, bytes) of the pack of ``weight_q`` for the runtime's active INT8 kernel,
+    made once and kept in the layer's ``packs`` dict (kernel -> (buffer, offset, bytes)); a
+    buffer that lost its 64-byte alignment (a copy of the layer) is packed again."""
+    kernel = lib.tt_qgemm_kernel_active()
+    entry = packs.get(kernel)
+    if entry is not None:
+        buf, offset, nbytes = entry
+        address = buf.ctypes.data + offset
+        if address % 64 == 0:
+            return address, nbytes
+    k, n = weight_q.shape
+    size = ctypes.c_int64()
+    _check(lib.tt_qgemm_pack_size(k, n, kernel, ctypes.byref(size)), "quantized_pack")
+    buf = np.empty(size.value + 64, dtype=np.uint8)
+    offset = (-buf.ctypes.data) % 64
+    w = np.ascontiguousarray(weight_q, dtype=np.int8)
+    _check(lib.tt_qgemm_pack(kernel, k, n, w.ctypes.data, max(n, 1), buf.ctypes.data + offset,
+                             size.value), "quantized_pack")
+    packs[kernel] = (buf, offset, size.value)
+    return buf.ctypes.data + offset, size.value
+
+
+def quantized_pack(weight_q, packs):
+    """Pack the (K, N) int8 weight for the active INT8 kernel into ``packs`` (done once, when
+    a QuantizedLinear is built); declines where the runtime has no tt_qgemm_*."""
+    if not _qgemm_ready(weight_q.shape[0]):
+        return NotImplemented
+    _pack_for(_native.lib, weight_q, packs)
+    return None
+
+
+def quantize_rows(x):
+    """tt_qgemm_quantize_rows on a float32 (M, K) array: (q uint8, scale, zero_point)."""
+    if not _native.has_qgemm() or x.dtype != _F32:
+        return NotImplemented
+    x = np.ascontiguousarray(x)
+    m, k = x.shape
+    q = np.empty((m, k), np.uint8)
+    scale = np.empty(m, np.float32)
+    zp = np.empty(m, np.int32)
+    _check(_native.lib.tt_qgemm_quantize_rows(m, k, x.ctypes.data, max(k, 1), q.ctypes.data,
+                                              max(k, 1), scale.ctypes.data, zp.ctypes.data),
+           "quantize_rows")
+    record_native_path()
+    return q, scale, zp
+
+
+def quantized_matmul(q, zero_point, weight_q, packs):
+    """Exact int32 ``(q - zero_point[:, None]) @ weight_q`` through tt_qgemm_u8s8s32 (q uint8
+    (M, K)); the zero point is folded in with the weight's column sums, in int32 (exact:
+    the result is bounded by K * 255 * 128 < 2^31)."""
+    k, n = weight_q.shape
+    if not _qgemm_ready(k) or q.dtype != np.uint8:
+        return NotImplemented
+    lib = _native.lib
+    q = np.ascontiguousarray(q)
+    m = q.shape[0]
+    address, nbytes = _pack_for(lib, weight_q, packs)
+    out = np.empty((m, n), np.int32)
+    _check(lib.tt_qgemm_u8s8s32(m, n, k, q.ctypes.data, max(k, 1), address, nbytes,
+                                out.ctypes.data, max(n, 1)), "quantized_matmul")
+    record_native_path()
+    colsum = weight_q.sum(axis=0, dtype=np.int32)
+    zp = np.asarray(zero_point, np.int32)[:, None]
+    with np.errstate(over="ignore"):
+        return out - zp * colsum[None, :]
+
+
+def quantized_linear(x, weight_q, weight_scale, bias, activation, packs):
+    """act(float(sum (q - zx) w) * (sx * ws) + bias) in one tt_qgemm_f32 call (quantization,
+    exact int32 product and epilogue in the runtime) for float32 x (M, K)."""
+    k, n = weight_q.shape
+    if not _qgemm_ready(k) or x.dtype != _F32:
+        return NotImplemented
+    lib = _native.lib
+    x = np.ascontiguousarray(x)
+    m = x.shape[0]
+    address, nbytes = _pack_for(lib, weight_q, packs)
+    out = np.empty((m, n), np.float32)
+    _check(lib.tt_qgemm_f32(m, n, k, x.ctypes.data, max(k, 1), address, nbytes,
+                            weight_scale.ctypes.data, None if bias is None else bias.ctypes.data,
+                            _ACTIVATIONS[activation], out.ctypes.data, max(n, 1)),
+           "quantized_linear")
+    record_native_path()
+    return out
+
+
 def _probe(isa: str):
     if not _native.available():
         return False, _native.reason()
@@ -941,7 +1041,9 @@ OPS = {"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
        "cross_entropy_backward": cross_entropy_backward, "adam_step": adam_step,
        "embedding": embedding, "embedding_backward": embedding_backward, "im2col": im2col,
        "col2im": col2im, "max_pool2d": max_pool2d, "max_pool2d_backward": max_pool2d_backward,
-       "relu": relu, "relu_backward": relu_backward}
+       "relu": relu, "relu_backward": relu_backward, "quantize_rows": quantize_rows,
+       "quantized_pack": quantized_pack, "quantized_matmul": quantized_matmul,
+       "quantized_linear": quantized_linear}
 
 for _isa in ("avx512", "avx2", "neon", "scalar"):
     register(f"cpu:{_isa}", probe=lambda isa=_isa: _probe(isa), ops=OPS, priority=100,

@@ -381,6 +381,67 @@ def relu_backward(y, grad):
     return np.where(y <= 0, 0, grad).astype(grad.dtype, copy=False)
 
 
+# --------------------------------------------------------------------------------------
+# INT8 inference (the runtime's tt_qgemm_*, step by step in NumPy)
+# --------------------------------------------------------------------------------------
+
+_QMAGIC = np.float32(12582912.0)  # 1.5 * 2^23: (v + m) - m rounds half to even for |v| < 2^22
+_F255 = np.float32(255.0)
+
+
+def quantize_rows(x):
+    """(q uint8 (M, K), scale float32 (M,), zero_point int32 (M,)): the runtime's dynamic
+    per-row asymmetric quantization (tt_qgemm_quantize_rows; runtime/cpu/qgemm_rows.h), every
+    step in float32 in the same order, so both give the same bits: lo / hi = min / max of the
+    row and 0, scale = hi / 255 - lo / 255 (1 for an all-zero row), zp = clamp(rne(-lo / scale)),
+    q = clamp(rne(x / scale) + zp, 0, 255), each division as a multiply by 1 / scale."""
+    record_path("numpy")
+    x = np.asarray(x, dtype=np.float32)
+    m, k = x.shape
+    if m and not np.all(np.isfinite(x)):
+        bad = int(np.argmin(np.isfinite(x).all(axis=1)))
+        raise ValueError(f"quantize_rows: row {bad} of x holds inf or NaN")
+    zero = np.zeros(m, np.float32)
+    lo = np.minimum(x.min(axis=1), zero) if k else zero
+    hi = np.maximum(x.max(axis=1), zero) if k else zero
+    scale = hi / _F255 - lo / _F255
+    scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+    inv = (np.float32(1.0) / scale).astype(np.float32)
+    zp = np.clip((-lo * inv + _QMAGIC) - _QMAGIC, 0, 255).astype(np.float32)
+    q = (x * inv[:, None] + _QMAGIC) - _QMAGIC + zp[:, None]
+    return np.clip(q, 0, 255).astype(np.uint8), scale, zp.astype(np.int32)
+
+
+def quantized_pack(weight_q, packs):
+    """Nothing to pack: NumPy multiplies the (K, N) int8 weight as it is."""
+    return None
+
+
+def quantized_matmul(q, zero_point, weight_q, packs):
+    """int32 ``(q - zero_point[:, None]) @ weight_q``, exact: summed in int64 (NumPy's
+    integer matmul has no BLAS; this is the slow, always-available path)."""
+    record_path("numpy")
+    a = q.astype(np.int64) - np.asarray(zero_point, np.int64)[:, None]
+    return (a @ weight_q.astype(np.int64)).astype(np.int32)
+
+
+def quantized_linear(x, weight_q, weight_scale, bias, activation, packs):
+    """The runtime's tt_qgemm_f32 in NumPy: quantize the rows of x (float32 (M, K)), the
+    exact int32 product, then float32 ``acc * (sx * ws) + bias`` and the activation
+    (None, "relu" or "gelu", the tanh GELU of ``bias_gelu``)."""
+    q, sx, zx = quantize_rows(x)
+    acc = quantized_matmul(q, zx, weight_q, packs)
+    pre = acc.astype(np.float32) * (sx[:, None] * weight_scale[None, :])
+    if activation == "gelu":
+        out = bias_gelu(pre, bias)
+    else:
+        out = pre if bias is None else pre + bias
+        if activation == "relu":
+            out = np.where(out < 0, np.float32(0.0), out)
+    record_path("numpy")
+    return out.astype(np.float32, copy=False)
+
+
 register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every call the "
                                         "native back ends decline"),
          ops={"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
@@ -393,5 +454,7 @@ register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every ca
               "embedding": embedding, "embedding_backward": embedding_backward,
               "im2col": im2col, "col2im": col2im, "max_pool2d": max_pool2d,
               "max_pool2d_backward": max_pool2d_backward, "relu": relu,
-              "relu_backward": relu_backward},
+              "relu_backward": relu_backward, "quantize_rows": quantize_rows,
+              "quantized_pack": quantized_pack, "quantized_matmul": quantized_matmul,
+              "quantized_linear": quantized_linear},
          priority=0, native=False, description="the NumPy fallback")

@@ -37,6 +37,15 @@ Contract (arrays in, arrays out; no autograd here):
   cross_entropy_backward(logits, target, lse, grad_rows, ignore_index=-100,
                          label_smoothing=0.0)
                                    -> dL/dlogits (M, C) of sum(grad_rows * loss)
+  quantize_rows(x)                 -> (q uint8, scale, zero_point): dynamic per-row int8
+                                      quantization of x (M, K) (tt_qgemm_quantize_rows)
+  quantized_pack(weight_q, packs)  -> None: pack the (K, N) int8 weight once for the
+                                      runtime's INT8 kernel into the dict ``packs``
+  quantized_matmul(q, zero_point, weight_q, packs)
+                                   -> int32 (q - zero_point) @ weight_q, exact
+  quantized_linear(x, weight_q, weight_scale, bias, activation, packs)
+                                   -> act((q - zx) @ w * sx * ws + bias), float32
+  quantized_path()                 -> (native?, why): where the INT8 calls go now
   last_path()                      -> what the calling thread's last call ran
 Each takes ``any_size=True`` to send even tiny float32 problems to the native kernel
 (the SIMD extension does: it exists to show the kernels, not to pick the fastest path).
@@ -78,7 +87,8 @@ __all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward
            "layer_norm_backward", "softmax",
            "log_softmax", "softmax_backward", "log_softmax_backward", "cross_entropy",
            "cross_entropy_backward", "adam_step", "embedding", "embedding_backward",
-           "relu", "relu_backward", "conv_output_size", "im2col", "col2im", "max_pool2d", "max_pool2d_backward",
+           "relu", "relu_backward", "quantize_rows", "quantized_pack", "quantized_matmul",
+           "quantized_linear", "quantized_path", "conv_output_size", "im2col", "col2im", "max_pool2d", "max_pool2d_backward",
            "stable_sigmoid", "promote_to_float", "last_path", "record_path", "record_native_path",
            "use_native", "set_native_enabled", "native_enabled", "native_available", "native_library",
            "check_status", "NATIVE_MIN_GEMM_WORK", "NATIVE_MIN_ELEMENTS",
@@ -610,3 +620,102 @@ def relu_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
     if grad.shape != y.shape:
         raise ValueError(f"relu_backward: grad {grad.shape} and y {y.shape} differ")
     return _route("relu_backward", y, grad)
+
+
+# --------------------------------------------------------------------------------------
+# INT8 inference (runtime/cpu/qgemm.cpp; NumPy step by step otherwise)
+# --------------------------------------------------------------------------------------
+
+QGEMM_MAX_K = 65793  # tinytorch.h TT_QGEMM_MAX_K: K * 255 * 128 < 2^31, so int32 sums are exact
+_QUANT_ACTIVATIONS = (None, "relu", "gelu")
+
+
+def quantized_path() -> tuple:
+    """(True, "qgemm:<kernel>") when INT8 calls run on the runtime's kernels now, else
+    (False, why NumPy serves them: native kernels off, the library missing, or a library
+    built without tt_qgemm_*)."""
+    if not _backends.native_enabled():
+        return False, "native kernels are turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1)"
+    if _native.lib is None:
+        return False, f"libtinytorch is not loaded: {_native.reason()}"
+    if not _native.has_qgemm():
+        return False, "the loaded libtinytorch has no tt_qgemm_* (built before the INT8 GEMM)"
+    lib = _native.lib
+    return True, "qgemm:" + lib.tt_qgemm_kernel_name(lib.tt_qgemm_kernel_active()).decode()
+
+
+def _rows_f32(x, who):
+    x = np.asarray(x)
+    if x.ndim != 2:
+        raise ValueError(f"{who}: x must be 2-D (rows, features), got shape {x.shape}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"{who}: x must be floating point, got {x.dtype}")
+    return x.astype(np.float32, copy=False)
+
+
+def _int8_weight(weight_q, who):
+    if weight_q.ndim != 2 or weight_q.dtype != np.int8:
+        raise TypeError(f"{who}: weight_q must be a 2-D int8 array (K, N), got {weight_q.dtype} "
+                        f"{weight_q.shape}")
+    if weight_q.shape[0] > QGEMM_MAX_K:
+        raise ValueError(f"{who}: K={weight_q.shape[0]} exceeds {QGEMM_MAX_K}, the largest K whose "
+                         "int32 sums are exact")
+
+
+def quantize_rows(x: np.ndarray):
+    """(q uint8 (M, K), scale float32 (M,), zero_point int32 (M,)): each row of the float
+    array ``x`` (M, K) mapped onto [0, 255] asymmetrically, x ~ (q - zero_point) * scale.
+    The formula (float32, round half to even) is tinytorch.h's tt_qgemm_quantize_rows; the
+    runtime and NumPy give the same bits. ValueError for a row holding inf or NaN."""
+    return _route("quantize_rows", _rows_f32(x, "quantize_rows"))
+
+
+def quantized_pack(weight_q: np.ndarray, packs: dict) -> None:
+    """Pack the int8 weight ``weight_q`` (K, N) for the runtime's active INT8 kernel into
+    ``packs`` (a dict the caller keeps with the weight; kernel -> pack). Done once; the
+    multiply calls repack only after the ISA changed or a copy lost the pack's alignment.
+    Nothing to do on the NumPy path."""
+    _int8_weight(weight_q, "quantized_pack")
+    _route("quantized_pack", weight_q, packs)
+
+
+def quantized_matmul(q: np.ndarray, zero_point: np.ndarray, weight_q: np.ndarray,
+                     packs: dict | None = None) -> np.ndarray:
+    """int32 ``(q - zero_point[:, None]) @ weight_q``, exact, for uint8 ``q`` (M, K), int32
+    ``zero_point`` (M,) and the int8 weight (K, N) (``packs`` as in ``quantized_pack``)."""
+    _int8_weight(weight_q, "quantized_matmul")
+    q = np.asarray(q)
+    if q.dtype != np.uint8 or q.ndim != 2 or q.shape[1] != weight_q.shape[0]:
+        raise ValueError(f"quantized_matmul: q must be uint8 (M, {weight_q.shape[0]}), got "
+                         f"{q.dtype} {q.shape}")
+    zero_point = np.asarray(zero_point, dtype=np.int32).reshape(-1)
+    if zero_point.shape != (q.shape[0],):
+        raise ValueError(f"quantized_matmul: zero_point must have {q.shape[0]} values, got "
+                         f"{zero_point.shape}")
+    return _route("quantized_matmul", q, zero_point, weight_q, {} if packs is None else packs)
+
+
+def quantized_linear(x: np.ndarray, weight_q: np.ndarray, weight_scale: np.ndarray,
+                     bias: np.ndarray | None = None, activation: str | None = None,
+                     packs: dict | None = None) -> np.ndarray:
+    """The int8 Linear layer: each row of ``x`` (M, K) quantized as ``quantize_rows`` does
+    (sx, zx), the exact product with the int8 weight (K, N), then float32
+    ``pre = (sum (q - zx) w) * (sx * weight_scale) ``, ``y = act(pre + bias)``; activation
+    None, "relu" or "gelu" (the tanh GELU of ``bias_gelu``), fused into the runtime's call.
+    ``weight_scale`` has N per-output-channel scales; ``packs`` as in ``quantized_pack``."""
+    x = _rows_f32(x, "quantized_linear")
+    _int8_weight(weight_q, "quantized_linear")
+    k, n = weight_q.shape
+    if x.shape[1] != k:
+        raise ValueError(f"quantized_linear: x has {x.shape[1]} features, the weight {k}")
+    if activation not in _QUANT_ACTIVATIONS:
+        raise ValueError(f"quantized_linear: activation must be None, 'relu' or 'gelu', got {activation!r}")
+    weight_scale = np.ascontiguousarray(weight_scale, dtype=np.float32).reshape(-1)
+    if weight_scale.shape != (n,):
+        raise ValueError(f"quantized_linear: weight_scale must have {n} values, got {weight_scale.shape}")
+    if bias is not None:
+        bias = np.ascontiguousarray(bias, dtype=np.float32).reshape(-1)
+        if bias.shape != (n,):
+            raise ValueError(f"quantized_linear: bias must have {n} values, got {bias.shape}")
+    return _route("quantized_linear", x, weight_q, weight_scale, bias, activation,
+                  {} if packs is None else packs)

@@ -17,17 +17,28 @@ What this file owns
   quantize_int8(...) -> QuantizedTensor (q, params; ``dequantize()``, ``nbytes``)
   quantization_error(x, x_hat)   max/mean absolute error, RMSE and SQNR in dB
   QuantizedLinear.from_linear(linear, per_channel=True)   int8 weights (symmetric, per output
-      channel); at run time the input is quantized per tensor (asymmetric, dynamic range), the
-      product is accumulated in int32, and one float multiply per output rescales it:
-          y = sx * sw[j] * sum_k (xq[k] - zx) * wq[k, j] + b[j]
+      channel), packed once for the runtime's INT8 kernel; at run time each input row is
+      quantized to u8 (asymmetric, dynamic range: ``quantize_rows``), the product is accumulated
+      exactly in int32, and one float multiply per output rescales it:
+          y = act(sx[i] * sw[j] * sum_k (xq[i, k] - zx[i]) * wq[k, j] + b[j])
+  quantize_rows(x)   the per-row u8 quantization the layer applies (scale, zero point per row)
   quantize_model(model)   replaces every plain ``Linear`` (by name) with a QuantizedLinear
   model_size_bytes(model), size_report(float_model, quantized_model)
 
+Where the integer product runs
+  Through the kernel door (core/acceleration.py quantized_linear): the runtime's tt_qgemm_f32
+  (u8 x s8 micro-kernels per ISA, VNNI where the CPU has it; last_path() says
+  "native:qgemm:<kernel>") or, where the runtime cannot serve it, NumPy's int64 matmul (exact
+  but slow: NumPy's integer matmul has no BLAS); ``acceleration.quantized_path()`` says which
+  and why. Both quantize the activations with the same float32 formula, so both give the same
+  integers; the float epilogue agrees to float rounding. A float GEMM would not do: it rounds
+  sums beyond 2^24, and the point is exact integer accumulation (|sum| <= K * 255 * 128 fits
+  int32 for K <= 65,793; larger K raises).
+
 What it assumes / never does
   Inference only: a QuantizedLinear has no trainable parameters and records no gradient. The
-  int32 product uses NumPy integer matmul, not the float GEMM dispatch point, because a float
-  kernel would round sums beyond 2^24 and the point here is exact integer accumulation
-  (|sum| <= K * 255 * 127 fits int32 for K < 66,000; larger K raises).
+  packed copy of the weight is a cache of the runtime's layout (as large as the int8 weight),
+  not part of the model's size.
 """
 from __future__ import annotations
 
@@ -35,11 +46,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import acceleration
 from .layers import Layer, Linear
 from .tensor import Tensor
 
-__all__ = ["QuantParams", "QuantizedTensor", "compute_qparams", "quantize", "dequantize", "quantize_int8",
-           "quantization_error", "QuantizedLinear", "quantize_model", "model_size_bytes", "size_report"]
+__all__ = ["QuantParams", "QuantizedTensor", "QuantizedRows", "compute_qparams", "quantize", "dequantize",
+           "quantize_int8", "quantize_rows", "quantization_error", "QuantizedLinear", "quantize_model",
+           "model_size_bytes", "size_report"]
 
 INT8_MIN, INT8_MAX = -128, 127
 
@@ -181,6 +194,34 @@ def quantize_int8(x, symmetric: bool = True, per_channel: bool = False, axis: in
     return QuantizedTensor(quantize(x, qp), qp)
 
 
+@dataclass
+class QuantizedRows:
+    """Activations quantized per row: ``x[i] ~ (q[i] - zero_point[i]) * scale[i]``.
+
+    Args:
+        q: uint8 (M, K).
+        scale: float32 (M,).
+        zero_point: int32 (M,), in [0, 255].
+    """
+
+    q: np.ndarray
+    scale: np.ndarray
+    zero_point: np.ndarray
+
+    def dequantize(self) -> np.ndarray:
+        """The float32 rows the u8 values stand for."""
+        return ((self.q.astype(np.int32) - self.zero_point[:, None]).astype(np.float32)
+                * self.scale[:, None])
+
+
+def quantize_rows(x) -> QuantizedRows:
+    """Dynamic per-row asymmetric u8 quantization of a float (M, K) Tensor or array, the one
+    QuantizedLinear applies to its input (formula: tinytorch.h tt_qgemm_quantize_rows; the
+    runtime and the NumPy fallback give the same bits). ValueError for inf or NaN."""
+    q, scale, zp = acceleration.quantize_rows(_array(x))
+    return QuantizedRows(q, scale, zp)
+
+
 def quantization_error(x, x_hat) -> dict:
     """How far ``x_hat`` (e.g. a dequantized copy) is from ``x``."""
     a = np.asarray(x.data if isinstance(x, Tensor) else x, dtype=np.float64)
@@ -205,63 +246,70 @@ class QuantizedLinear(Layer):
         weight_q: the weight (in, out) as a symmetric QuantizedTensor (per tensor, or per
             output channel along axis 1).
         bias: float bias (out,) or None; kept in float32.
+        activation: None, "relu" or "gelu": applied to the output in the same kernel call.
 
     Shape: input (..., in_features) -> output (..., out_features), float32; a Tensor in
     gives a Tensor (without gradient) out, an array gives an array.
     """
 
-    def __init__(self, weight_q: QuantizedTensor, bias: np.ndarray | None):
+    def __init__(self, weight_q: QuantizedTensor, bias: np.ndarray | None, activation: str | None = None):
         if weight_q.q.ndim != 2:
             raise ValueError(f"QuantizedLinear: weight must be 2-D (in, out), got {weight_q.q.shape}")
         if not weight_q.params.symmetric:
             raise ValueError("QuantizedLinear: weights must be quantized symmetrically (zero point 0)")
+        if activation not in (None, "relu", "gelu"):
+            raise ValueError(f"QuantizedLinear: activation must be None, 'relu' or 'gelu', got {activation!r}")
         self.in_features, self.out_features = weight_q.q.shape
-        # NumPy arrays, not Tensors: nothing here is a trainable parameter.
-        self.weight_q = weight_q.q
+        if self.in_features > acceleration.QGEMM_MAX_K:
+            raise ValueError(f"QuantizedLinear: in_features={self.in_features} could overflow the int32 "
+                             f"accumulator (at most {acceleration.QGEMM_MAX_K})")
+        # NumPy arrays, not Tensors: nothing here is a trainable parameter. The weight is read
+        # only: the runtime's pack is a copy of it.
+        self.weight_q = np.ascontiguousarray(weight_q.q)
+        self.weight_q.flags.writeable = False
         self.weight_params = weight_q.params
         scale = weight_q.params.scale
         self.weight_scale = np.broadcast_to(scale, (self.out_features,)).astype(np.float32) \
             if weight_q.params.axis is None else scale.astype(np.float32)
-        self.weight_col_sums = self.weight_q.astype(np.int32).sum(axis=0)  # for the zero-point correction
         self.bias = None if bias is None else np.asarray(bias, dtype=np.float32).copy()
+        self.activation = activation
+        self._packs = {}  # kernel -> the weight in the runtime's layout (made here, once)
+        acceleration.quantized_pack(self.weight_q, self._packs)
 
     @classmethod
-    def from_linear(cls, linear: Linear, per_channel: bool = True) -> "QuantizedLinear":
+    def from_linear(cls, linear: Linear, per_channel: bool = True, activation: str | None = None) -> "QuantizedLinear":
         """Quantize a trained ``linear``'s weight symmetrically, one scale per output column
-        when ``per_channel`` (else one for the whole weight); the bias stays float."""
+        when ``per_channel`` (else one for the whole weight); the bias stays float;
+        ``activation`` (None, "relu", "gelu") is fused into the layer."""
         w = linear.weight.data
         qt = quantize_int8(w, symmetric=True, per_channel=per_channel, axis=1)
         bias = None if linear.bias is None else linear.bias.data
-        return cls(qt, bias)
+        return cls(qt, bias, activation)
 
-    def quantize_input(self, x: np.ndarray) -> QuantizedTensor:
-        """Dynamic per-tensor asymmetric int8 quantization of the activations ``x``."""
-        return quantize_int8(x, symmetric=False, per_channel=False)
+    def quantize_input(self, x: np.ndarray) -> QuantizedRows:
+        """Dynamic per-row asymmetric u8 quantization of the activations ``x`` (rows, in)."""
+        return quantize_rows(x)
 
-    def int_matmul(self, xq: np.ndarray, zero_point: int) -> np.ndarray:
+    def int_matmul(self, xq: np.ndarray, zero_point) -> np.ndarray:
         """sum_k (xq - zx) * wq in int32: the exact integer part of the layer. ``xq`` is the
-        int8 input (rows, in_features) and ``zero_point`` its zero point zx."""
-        k = self.in_features
-        if k * 255 * 127 >= 2 ** 31:
-            raise ValueError(f"QuantizedLinear: in_features={k} could overflow the int32 accumulator")
-        acc = np.matmul(xq.astype(np.int32), self.weight_q.astype(np.int32))
-        acc -= np.int32(zero_point) * self.weight_col_sums
-        return acc
+        uint8 input (rows, in_features) and ``zero_point`` its zero points zx (one per row)."""
+        zp = np.broadcast_to(np.asarray(zero_point, dtype=np.int32), (xq.shape[0],))
+        return acceleration.quantized_matmul(xq, zp, self.weight_q, self._packs)
 
     def forward(self, x):
         """``x`` (..., in_features), a Tensor or float array -> (..., out_features) float32:
-        quantize x, integer matmul, rescale, add the bias."""
+        quantize each row, exact integer matmul, rescale, add the bias, activation: one call
+        of the runtime's INT8 kernel (acceleration.quantized_linear)."""
         tensor_in = isinstance(x, Tensor)
         arr = x.data if tensor_in else np.asarray(x)
         if arr.ndim == 0 or arr.shape[-1] != self.in_features:
             raise ValueError(f"QuantizedLinear: input has shape {arr.shape}, expected [..., {self.in_features}]")
         lead = arr.shape[:-1]
-        x2 = arr.reshape(-1, self.in_features)
-        xq = self.quantize_input(x2)
-        acc = self.int_matmul(xq.q, int(xq.params.zero_point))
-        out = acc.astype(np.float32) * (xq.params.scale * self.weight_scale)
-        if self.bias is not None:
-            out += self.bias
+        if arr.dtype.kind != "f":
+            raise TypeError(f"QuantizedLinear: expects a floating-point input, got dtype {arr.dtype}")
+        x2 = arr.reshape(-1, self.in_features)  # inf / NaN: the quantization raises ValueError
+        out = acceleration.quantized_linear(x2, self.weight_q, self.weight_scale, self.bias,
+                                            self.activation, self._packs)
         out = out.reshape(lead + (self.out_features,))
         return Tensor(out) if tensor_in else out
 
@@ -275,7 +323,8 @@ class QuantizedLinear(Layer):
 
     def extra_repr(self):
         """``in_features=..., out_features=..., int8`` for repr()."""
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+        act = f", activation={self.activation}" if self.activation else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8{act}"
 
 
 def quantize_model(model: Layer, per_channel: bool = True, skip=()) -> list[str]:
