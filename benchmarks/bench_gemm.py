@@ -129,6 +129,12 @@ def peak_lines(peaks, threads) -> list[str]:
     return lines
 
 
+def size_range(sizes) -> str:
+    """The sizes a line speaks for, as measured: '256, 512' for a few, '256..4096' for many."""
+    sizes = sorted(sizes)
+    return ", ".join(map(str, sizes)) if len(sizes) <= 3 else f"{sizes[0]}..{sizes[-1]}"
+
+
 def over_ceiling(all_runs, ceilings) -> list[str]:
     """'threads=2 N=512 openblas 311 > 174' for every median figure above its thread count's ceiling."""
     found = []
@@ -211,8 +217,7 @@ def main():
                   for n in args.sizes if 256 <= n <= 4096}
         if ratios:
             worst = min(ratios, key=ratios.get)
-            measured = ", ".join(map(str, sorted(ratios))) if len(ratios) <= 3 else f"{min(ratios)}..{max(ratios)}"
-            lines.append(f"- {nt} thread(s): tinytorch / OpenBLAS at N = {measured} is "
+            lines.append(f"- {nt} thread(s): tinytorch / OpenBLAS at N = {size_range(ratios)} is "
                          f"{min(ratios.values()):.2f}..{max(ratios.values()):.2f} (median of runs; "
                          f"lowest at N={worst}; target >= 0.95 everywhere, > 1 somewhere)")
     if 2048 in args.sizes and 1 in args.threads and ceilings[1][0]:

@@ -244,6 +244,22 @@ def test_benchmarks_write_to_scratch_unless_saved(monkeypatch):
     assert Path(C.SCRATCH).relative_to(ROOT / "build")          # git-ignored scratch
 
 
+def test_bench_gemm_labels_the_sizes_it_measured(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import bench_gemm
+    assert bench_gemm.size_range([512, 256]) == "256, 512"                # what --quick measures
+    assert bench_gemm.size_range([256, 384, 512, 1024, 4096]) == "256..4096"
+
+
+def test_the_scorecard_folder_of_a_clone_is_ignored():
+    done = subprocess.run(["git", "check-ignore", "-q", "scorecard/scorecard.md"], cwd=str(ROOT))
+    if done.returncode == 128:
+        pytest.skip("not a git checkout")
+    assert done.returncode == 0, "./scorecard/ (tinytorch scorecard's default --out) is not git-ignored"
+    kept = subprocess.run(["git", "check-ignore", "-q", "benchmarks/results/scorecard/scorecard.md"], cwd=str(ROOT))
+    assert kept.returncode == 1, "the committed full scorecard must stay tracked"
+
+
 def test_compile_graph_names_matmul_in_x_at_x_transposed():
     from tinytorch.extensions import compile_graph
     x = np.ones((3, 4), np.float32)
