@@ -36,6 +36,10 @@
  * gained from two (81 vs 91 us). */
 #define TT_GEMM_MIN_FLOPS_PER_THREAD (1LL << 20)
 
+/* Attention uses at most work / this many threads (multiply-adds), and one below twice
+ * this: the GEMM's reasoning (a worker's wake-up costs ~20-30 us, ~1M multiply-adds). */
+#define TT_ATTENTION_MIN_WORK_PER_THREAD (1LL << 20)
+
 /* Elementwise kernels split rows across threads only above this many elements. */
 #define TT_ELEMENTWISE_PARALLEL_MIN (1LL << 16)
 

@@ -154,11 +154,13 @@ inline int64_t now_us() {
  * waits passively (microseconds; TINYTORCH_SPIN_US overrides the first). */
 constexpr int64_t kWorkerSpinUs = 100;
 constexpr int64_t kCallerSpinUs = 20;
-/* A join that waits longer than this (and than a few chunks' worth of the caller's own
- * time) for claimed chunks is a stall: a worker lost its core mid-chunk. */
-constexpr int64_t kStallMinUs = 300;
+/* A join that waits longer than this and than two of the caller's own chunks for claimed
+ * chunks is a stall: a worker lost its core mid-chunk (on a quiet machine the wait is at
+ * most about one chunk). */
+constexpr int64_t kStallMinUs = 150;
 /* Back-off after a stall: calls run on the caller alone for this long, doubling while
- * stalls repeat, halving after each clean call; TINYTORCH_THREAD_BACKOFF=0 turns it off. */
+ * stalls repeat and shrinking by 1/16 after each clean parallel call (so a lasting load
+ * keeps it long, a passing one lets it fade); TINYTORCH_THREAD_BACKOFF=0 turns it off. */
 constexpr int64_t kBackoffMinUs = 20000, kBackoffMaxUs = 1000000;
 
 thread_local bool t_inside = false;  // a pool worker, or a caller inside a job
@@ -350,13 +352,13 @@ void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx) {
     const int64_t waited = end - caller_done;
     /* (With no chunk of its own the caller cannot judge a chunk's length: only a wait far
      * past any kernel's chunk counts then.) */
-    const int64_t per_chunk = mine > 0 ? (caller_done - start) / mine : 25 * kStallMinUs;
-    if (waited > std::max<int64_t>(kStallMinUs, 4 * per_chunk)) {
+    const int64_t per_chunk = mine > 0 ? (caller_done - start) / mine : 50 * kStallMinUs;
+    if (waited > std::max<int64_t>(kStallMinUs, 2 * per_chunk)) {
         p.stat[STALLS].fetch_add(1);
         p.backoff_us = std::min(kBackoffMaxUs, std::max(kBackoffMinUs, 2 * p.backoff_us));
         p.solo_until_us = end + p.backoff_us;
     } else if (mine < chunks) {  // helpers took part and nobody stalled
-        p.backoff_us /= 2;
+        p.backoff_us -= p.backoff_us / 16;
     }
 }
 

@@ -45,6 +45,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/isa.h"
 #include "core/parallel.h"
@@ -57,9 +58,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int64_t kBq = kAttnBlockQ;
 constexpr int64_t kBk = kAttnBlockK;
 
-/* A problem's work (multiply-adds) below which one thread runs it: a thread wake-up costs
- * ~20-30 us, ~1M multiply-adds (the GEMM's TT_GEMM_MIN_FLOPS_PER_THREAD reasoning). */
-constexpr double kMinWorkPerThread = 1 << 20;
+constexpr double kMinWorkPerThread = (double)TT_ATTENTION_MIN_WORK_PER_THREAD;
 
 const AttentionKernels &kernels_for(tt_isa isa) {
     switch (isa) {

@@ -1,0 +1,148 @@
+"""The threading model from Python, without timing (runtime/core/thread_pool.h):
+
+- the thread count's source: OMP_NUM_THREADS, the affinity mask and a cgroup CPU quota
+  decide the default, ``tinytorch info`` says which;
+- held workers (the runtime's test hook: as if they had lost their cores): calls complete on
+  the caller with the same bits and the pool's counters show no worker ran a chunk;
+- the same bits on 1, 2, 3 and 7 threads for the door's kernels and for compile_graph's
+  interpreter with an accumulated output (a broadcast input's gradient), both executors;
+- two Python threads calling kernels at once.
+The C side (every kernel family, nesting, fork) is tests/c/test_threads.c.
+"""
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import tinytorch
+from tinytorch import _native, native
+from tinytorch.core import acceleration as acc
+from tinytorch.core.tensor import Tensor
+from tinytorch.extensions.compile import compile_graph
+
+
+def child(code: str, env: dict | None = None) -> str:
+    full = dict(os.environ)
+    full.pop("OMP_NUM_THREADS", None)
+    full.update(env or {})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+REPORT = "import tinytorch, tinytorch.native as n; print(tinytorch.get_num_threads(), '|', n.info()['threads_source'])"
+
+
+def test_omp_num_threads_rules_and_is_named():
+    assert child(REPORT, {"OMP_NUM_THREADS": "3"}) == "3 | OMP_NUM_THREADS=3"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity masks on this OS")
+def test_default_follows_the_affinity_mask():
+    one_cpu = f"import os; os.sched_setaffinity(0, {{sorted(os.sched_getaffinity(0))[0]}}); {REPORT}"
+    assert child(one_cpu) == "1 | CPU affinity mask: 1 CPU"
+    n = len(os.sched_getaffinity(0))
+    assert child(REPORT).startswith(f"{min(n, 256)} | CPU affinity mask: {n} CPU")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="cgroups are Linux's")
+def test_a_cgroup_quota_lowers_the_default(tmp_path):
+    (tmp_path / "cpu.max").write_text("50000 100000\n")
+    out = child(REPORT, {"TINYTORCH_CGROUP_ROOT": str(tmp_path)})
+    if len(os.sched_getaffinity(0)) > 1:
+        assert out == "1 | cgroup CPU quota 0.50 CPUs (affinity allows %d)" % len(os.sched_getaffinity(0))
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert "CPU affinity mask" in child(REPORT, {"TINYTORCH_CGROUP_ROOT": str(tmp_path)})
+
+
+def test_info_says_where_the_count_came_from():
+    out = child("import sys; from tinytorch.__main__ import main; sys.argv = ['tinytorch', 'info']; main()",
+                {"OMP_NUM_THREADS": "2"})
+    line = next(ln for ln in out.splitlines() if ln.strip().startswith("threads"))
+    assert "OMP_NUM_THREADS=2" in line and "own pool" in line
+
+
+def workloads(rng):
+    """Door kernels and fused programs whose results must not depend on the threads."""
+    a = rng.standard_normal((301, 257), dtype=np.float32)
+    b = rng.standard_normal((257, 263), dtype=np.float32)
+    x = rng.standard_normal((700, 129), dtype=np.float32)
+    bias = rng.standard_normal(129, dtype=np.float32)
+    q = rng.standard_normal((1, 2, 200, 32), dtype=np.float32)
+    g = rng.standard_normal((1, 2, 200, 32), dtype=np.float32)
+
+    def fused(executor):
+        os.environ["TINYTORCH_FUSION"] = executor
+        try:
+            xt, bt = Tensor(x, requires_grad=True), Tensor(bias, requires_grad=True)
+            fn = compile_graph(lambda x, b: (x * b).tanh() + x, x, bias)
+            (fn(xt, bt) * Tensor(x)).sum().backward()  # grad b: an accumulated output
+            return [fn(x, bias), xt.grad, bt.grad]
+        finally:
+            del os.environ["TINYTORCH_FUSION"]
+
+    out, lse = acc.attention(q, q, q, causal=True)
+    grads = acc.attention_backward(q, q, q, out, lse, g, causal=True)
+    return [acc.matmul(a, b), acc.bias_gelu(x, bias), out, *grads, *fused("interp"), *fused("compiled")]
+
+
+def results(n_threads):
+    tinytorch.set_num_threads(n_threads)
+    return workloads(np.random.default_rng(7))
+
+
+@pytest.fixture
+def restore_threads():
+    before = tinytorch.get_num_threads()
+    yield
+    _native.lib.tt_thread_pool_hold(0)
+    tinytorch.set_num_threads(before)
+
+
+def as_array(r):
+    return r.data if isinstance(r, Tensor) else np.asarray(r)
+
+
+def test_same_bits_on_every_thread_count(restore_threads):
+    ref = results(1)
+    for n in (2, 3, 7):
+        for got, want in zip(results(n), ref):
+            assert np.array_equal(as_array(got), as_array(want)), n
+
+
+def test_held_workers_leave_the_work_to_the_caller(restore_threads):
+    ref = results(4)
+    _native.check(_native.lib.tt_thread_pool_hold(3))
+    native.reset_thread_stats()
+    held = results(4)
+    stats = native.thread_stats()
+    _native.check(_native.lib.tt_thread_pool_hold(0))
+    for got, want in zip(held, ref):
+        assert np.array_equal(as_array(got), as_array(want))
+    assert stats["jobs"] > 0 and stats["chunks_workers"] == 0 and stats["chunks_caller"] > stats["jobs"]
+    native.reset_thread_stats()
+    results(4)  # released: the workers take part again
+    assert native.thread_stats()["chunks_workers"] > 0 or native.thread_stats()["stalls"] > 0
+
+
+def test_two_python_threads_at_once(restore_threads):
+    tinytorch.set_num_threads(2)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((256, 300), dtype=np.float32), rng.standard_normal((300, 200), dtype=np.float32)
+    want = acc.matmul(a, b)
+    bad = []
+
+    def worker():
+        for _ in range(40):
+            if not np.array_equal(acc.matmul(a, b), want):
+                bad.append(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads) and not bad
