@@ -25,28 +25,45 @@ constexpr int MR = 6;
 constexpr int NR = 64;
 constexpr int G = 2;
 
+/* Named accumulators, not an array (see qgemm_kernel_avx512_vnni.cpp: GCC spills arrays of
+ * vectors to the stack). Rows past R are never touched. */
+#define TT_ACC_ROW(i) __m512i c##i##0 = _mm512_setzero_si512(), c##i##1 = c##i##0, c##i##2 = c##i##0, \
+                              c##i##3 = c##i##0
+#define TT_MADD_ROW(i)                                                                        \
+    if constexpr (R > i) {                                                                    \
+        int32_t word;                                                                         \
+        std::memcpy(&word, a + i * a_stride + g * 4, sizeof word);                           \
+        const __m512i av = _mm512_set1_epi32(word);                                           \
+        c##i##0 = _mm512_add_epi32(c##i##0, _mm512_madd_epi16(av, b0));                       \
+        c##i##1 = _mm512_add_epi32(c##i##1, _mm512_madd_epi16(av, b1));                       \
+        c##i##2 = _mm512_add_epi32(c##i##2, _mm512_madd_epi16(av, b2));                       \
+        c##i##3 = _mm512_add_epi32(c##i##3, _mm512_madd_epi16(av, b3));                       \
+    }
+#define TT_STORE_ROW(i)                                                                       \
+    if constexpr (R > i) {                                                                    \
+        _mm512_storeu_si512(acc + i * NR, c##i##0);                                           \
+        _mm512_storeu_si512(acc + i * NR + 16, c##i##1);                                      \
+        _mm512_storeu_si512(acc + i * NR + 32, c##i##2);                                      \
+        _mm512_storeu_si512(acc + i * NR + 48, c##i##3);                                      \
+    }
+
+inline __m512i widen(const int8_t *p) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+}
+
 template <int R>
 void tile(int64_t kgroups, const uint8_t *a, int64_t a_stride, const int8_t *b, int32_t *acc) {
-    __m512i c[R][4];
-    for (int i = 0; i < R; ++i)
-        for (int v = 0; v < 4; ++v) c[i][v] = _mm512_setzero_si512();
+    TT_ACC_ROW(0); TT_ACC_ROW(1); TT_ACC_ROW(2); TT_ACC_ROW(3); TT_ACC_ROW(4); TT_ACC_ROW(5);
     for (int64_t g = 0; g < kgroups; ++g) {
         const int8_t *bg = b + g * NR * G;
-        __m512i bw[4];
-        for (int v = 0; v < 4; ++v)
-            bw[v] = _mm512_cvtepi8_epi16(
-                _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bg + v * 32)));
-        for (int i = 0; i < R; ++i) {
-            int32_t word;
-            std::memcpy(&word, a + i * a_stride + g * 4, sizeof word);
-            const __m512i av = _mm512_set1_epi32(word);
-            for (int v = 0; v < 4; ++v)
-                c[i][v] = _mm512_add_epi32(c[i][v], _mm512_madd_epi16(av, bw[v]));
-        }
+        const __m512i b0 = widen(bg), b1 = widen(bg + 32), b2 = widen(bg + 64), b3 = widen(bg + 96);
+        TT_MADD_ROW(0) TT_MADD_ROW(1) TT_MADD_ROW(2) TT_MADD_ROW(3) TT_MADD_ROW(4) TT_MADD_ROW(5)
     }
-    for (int i = 0; i < R; ++i)
-        for (int v = 0; v < 4; ++v) _mm512_storeu_si512(acc + i * NR + v * 16, c[i][v]);
+    TT_STORE_ROW(0) TT_STORE_ROW(1) TT_STORE_ROW(2) TT_STORE_ROW(3) TT_STORE_ROW(4) TT_STORE_ROW(5)
 }
+#undef TT_ACC_ROW
+#undef TT_MADD_ROW
+#undef TT_STORE_ROW
 
 void qgemm_ukernel_avx512bw(int64_t kgroups, const uint8_t *a, int64_t a_stride, int rows,
                             const int8_t *b, int32_t *acc) {

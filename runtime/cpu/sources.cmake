@@ -85,6 +85,17 @@ elseif(TT_ARCH_ARM64)
   )
 endif()
 
+# The INT8 row code (qgemm_rows.h) must round x * inv before adding the rounding constant, and
+# its epilogue must match NumPy's float32 steps: no multiply-add contraction in those files.
+# (-Wno-psabi: qgemm_rows.h passes 64-byte vectors between inline functions of one file;
+# -Wno-maybe-uninitialized: GCC 12 flags its own AVX-512 conversion intrinsics.)
+if(NOT MSVC)
+  set_property(SOURCE ${TT_CPU_DIR}/qgemm.cpp ${TT_CPU_DIR}/qgemm_kernel_scalar.cpp
+               ${TT_CPU_DIR}/qgemm_kernel_avx2.cpp ${TT_CPU_DIR}/qgemm_kernel_avx512bw.cpp
+               ${TT_CPU_DIR}/qgemm_kernel_avx512_vnni.cpp ${TT_CPU_DIR}/qgemm_kernel_neon.cpp
+               APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off -Wno-psabi -Wno-maybe-uninitialized)
+endif()
+
 # The training-step loops call sqrt: without errno (which no caller reads) the compiler
 # vectorises them; the result is the same IEEE sqrt.
 if(NOT MSVC)
