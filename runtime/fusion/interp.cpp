@@ -565,7 +565,9 @@ tt_status run_program(const Program &p, const void *const *inputs, const int64_t
     for (int o = 0; o < n_out && !oom; ++o) {
         if (!acc[(size_t)o].effective) continue;
         int64_t cells;
-        if (mul_overflows(Runner::partial_stride(acc[(size_t)o]), chunks, &cells) || cells > (int64_t)(SIZE_MAX / 8)) { oom = true; break; }
+        /* one set per chunk, and one even when there is no chunk (an empty domain still
+         * writes its zero sums) */
+        if (mul_overflows(Runner::partial_stride(acc[(size_t)o]), std::max<int64_t>(chunks, 1), &cells) || cells > (int64_t)(SIZE_MAX / 8)) { oom = true; break; }
         run.partial[(size_t)o] = static_cast<double *>(std::calloc((size_t)std::max<int64_t>(cells, 1), sizeof(double)));
         oom = run.partial[(size_t)o] == nullptr;
     }

@@ -33,12 +33,6 @@ static float *rand_buf(int64_t n) {
     for (int64_t i = 0; i < n; ++i) p[i] = frand();
     return p;
 }
-static float *copy_buf(const float *src, int64_t n) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    memcpy(p, src, (size_t)n * sizeof(float));
-    return p;
-}
-
 /* ---- one run of every kernel family into a list of output buffers ---- */
 
 #define MAX_OUT 24
@@ -86,6 +80,13 @@ static inputs make_inputs(void) {
     in.ids = malloc(NIDS * sizeof(int64_t));
     for (int i = 0; i < NIDS; ++i) in.ids[i] = (int64_t)((frand() + 1.0f) * 0.5f * (VOCAB - 1));
     return in;
+}
+
+static void free_inputs(inputs *in) {
+    float *all[] = {in->a, in->b, in->x, in->bias, in->gy, in->gamma, in->q, in->k, in->v, in->go,
+                    in->params, in->grads, in->img};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) free(all[i]);
+    free(in->ids);
 }
 
 static void run_all(const inputs *in, outputs *o) {
@@ -283,6 +284,7 @@ int main(void) {
     check_nested(&in);
     check_concurrent(&in);
     check_fork(&in);
+    free_inputs(&in);
     CHECK_OK(tt_set_num_threads(original));
     TT_TEST_MAIN_END;
 }
