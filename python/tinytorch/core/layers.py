@@ -20,25 +20,29 @@ that forgets ``super().__init__()`` still works.
 State dicts map dotted names to NumPy arrays (copies); ``load_state_dict`` copies into
 the existing arrays (so an optimizer's references stay valid) and names the offending
 key and shapes on any mismatch, and refuses a dtype conversion that would change the
-values (core/state_files.py: complex, bool, integers out of range). Files are .npz archives
-written atomically (a crash mid-save keeps the previous file) and read with
-``allow_pickle=False``.
+values (core/state_files.py: complex, bool, integers out of range). Files are .safetensors
+(for that suffix) or .npz archives (core/safetensors_files.py picks), written atomically (a crash
+mid-save keeps the previous file) and read without executing code.
 """
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 import numpy as np
 
 from . import acceleration as _acc
 from .autograd import Function
 from .random import get_generator
-from .state_files import checked_cast, load_arrays, save_arrays
+from .safetensors_files import load_state_file, save_state_file
+from .state_files import checked_cast
 from .tensor import Tensor
 
 __all__ = ["Parameter", "Layer", "Module", "Linear", "Sequential", "Dropout", "Flatten", "Identity",
-           "XAVIER_SCALE_FACTOR", "DROPOUT_MIN_PROB", "DROPOUT_MAX_PROB"]
+           "IncompatibleKeys", "XAVIER_SCALE_FACTOR", "DROPOUT_MIN_PROB", "DROPOUT_MAX_PROB"]
+
+# What load_state_dict returns, as PyTorch's _IncompatibleKeys: still a (missing, unexpected) tuple.
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 # Upstream TinyTorch's names for the numbers below. Linear draws its weight uniform in
 # +-sqrt(XAVIER_SCALE_FACTOR / fan_in) (PyTorch's default, 1/sqrt(fan_in)); Dropout's p lies in
@@ -197,17 +201,20 @@ class Layer:
 
     def load_state_dict(self, state, strict: bool = True):
         """Copy the arrays of ``state`` (name -> array, as from ``state_dict``) into the
-        parameters, in place, and return (missing_keys, unexpected_keys).
+        parameters, in place, and return ``IncompatibleKeys(missing_keys, unexpected_keys)``.
 
-        With ``strict`` (the default) any missing or unexpected key raises KeyError; a
-        shape mismatch always raises ValueError naming the key, before anything is copied.
+        With ``strict`` (the default) any missing or unexpected key raises KeyError naming the
+        first one; a shape mismatch always raises ValueError naming the key, before anything
+        is copied.
         """
         own = OrderedDict(self.named_parameters())
         keys = list(state.keys())
         missing = [k for k in own if k not in state]
         unexpected = [k for k in keys if k not in own]
         if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+            first = f"missing key {missing[0]!r}" if missing else f"unexpected key {unexpected[0]!r}"
+            raise KeyError(f"load_state_dict: first mismatch: {first}; missing keys {missing}, "
+                           f"unexpected keys {unexpected}")
         for name, p in own.items():
             if name not in state:
                 continue
@@ -219,18 +226,19 @@ class Layer:
                      for name, p in own.items() if name in state}
         for name, value in converted.items():
             np.copyto(own[name].data, value)
-        return missing, unexpected
+        return IncompatibleKeys(missing, unexpected)
 
-    def save(self, path) -> None:
-        """Write ``state_dict()`` to ``path`` as an .npz archive (".npz" is appended when
-        missing), atomically: a crash mid-save leaves the previous file intact."""
-        save_arrays(path, self.state_dict())
+    def save(self, path) -> str:
+        """Write ``state_dict()`` to ``path`` atomically (a crash mid-save leaves the previous
+        file intact): a .safetensors file for that suffix, else an .npz archive (".npz" is
+        appended when missing). Returns the path written."""
+        return save_state_file(path, self.state_dict())
 
     def load(self, path, strict: bool = True):
-        """Read a file written by ``save`` at ``path`` (no pickles) and
-        ``load_state_dict`` it with ``strict``; returns (missing_keys, unexpected_keys).
-        ValueError when the file is not an .npz archive."""
-        return self.load_state_dict(load_arrays(path, "Layer.load"), strict=strict)
+        """Read a file written by ``save`` at ``path`` (.safetensors or .npz; no code runs)
+        and ``load_state_dict`` it with ``strict``; returns (missing_keys, unexpected_keys).
+        ValueError when the file is truncated, corrupt or of neither format."""
+        return self.load_state_dict(load_state_file(path, "Layer.load"), strict=strict)
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         """Total number of parameter elements; only those with requires_grad when

@@ -19,7 +19,11 @@ What this file owns
     the base weight for inference and ``unmerge()`` takes it out again.
   * ``inject_lora(model, target_layers, rank=8, alpha=None, dropout=0.0)``: replaces matching
     ``Linear`` sub-layers, freezes everything else, returns the replaced names.
-  * ``lora_state_dict(model)`` / ``load_lora_state_dict(model, state)``: adapters only.
+  * ``lora_state_dict(model)`` / ``load_lora_state_dict(model, state)``: adapters only;
+    ``save_lora(model, path)`` / ``load_lora(model, path)`` put them in a file of their own
+    (.safetensors or .npz, as ``Layer.save``).
+  * ``merge_and_unload(model)`` (PEFT's name): every LoRALinear folded and replaced by a plain
+    ``Linear``, so ``model.save`` writes the same names as the model before ``inject_lora``.
   * ``lora_linear(x, weight, bias, lora_A, lora_B, scaling)``: the functional form (used by
     the layer; gradcheck-friendly since every operand is an argument).
 
@@ -39,9 +43,11 @@ import numpy as np
 from ..core.autograd import no_grad
 from ..core.layers import DropoutFunction, Layer, Linear, LinearFunction, Parameter
 from ..core.random import get_generator
+from ..core.safetensors_files import load_state_file, save_state_file
 from ..core.tensor import Tensor
 
-__all__ = ["LoRALinear", "inject_lora", "lora_state_dict", "load_lora_state_dict", "lora_linear"]
+__all__ = ["LoRALinear", "inject_lora", "lora_state_dict", "load_lora_state_dict", "lora_linear",
+           "save_lora", "load_lora", "merge_and_unload"]
 
 
 def lora_linear(x, weight, bias, lora_A, lora_B, scaling: float, dropout: float = 0.0,
@@ -257,3 +263,36 @@ def load_lora_state_dict(model: Layer, state) -> None:
                              f"has shape {p.data.shape}")
     for name, p in own.items():
         np.copyto(p.data, np.asarray(state[name]), casting="unsafe")
+
+
+def save_lora(model: Layer, path) -> str:
+    """Write only the adapters of ``model`` (``lora_state_dict``) to ``path`` atomically:
+    .safetensors for that suffix, else .npz. Returns the path written."""
+    state = lora_state_dict(model)
+    if not state:
+        raise ValueError("save_lora: the model has no LoRALinear layers (run inject_lora first)")
+    return save_state_file(path, state)
+
+
+def load_lora(model: Layer, path) -> None:
+    """Load adapters written by ``save_lora`` into ``model`` (which already holds the same
+    LoRALinear layers); refuses missing, unexpected or mis-shaped names."""
+    load_lora_state_dict(model, load_state_file(path, "load_lora"))
+
+
+def merge_and_unload(model: Layer) -> Layer:
+    """Fold every adapter of ``model`` into its base weight and put a plain ``Linear`` (the
+    same weight and bias Tensors) where each LoRALinear was; returns ``model``. Its
+    ``state_dict()`` then has exactly the names of the model before ``inject_lora``."""
+    for name, m in list(model.named_modules()):
+        if isinstance(m, LoRALinear):
+            if not m.merged:
+                m.merge()
+            plain = Linear.__new__(Linear)
+            plain.in_features, plain.out_features = m.in_features, m.out_features
+            plain.weight, plain.bias = m.weight, m.bias
+            if name:
+                model.set_submodule(name, plain)
+            else:
+                raise ValueError("merge_and_unload: the model itself is a LoRALinear; merge() it instead")
+    return model
