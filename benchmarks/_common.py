@@ -238,8 +238,8 @@ def write_report(path: str, title: str, body: list[str], threads=None) -> str:
     lines = [f"# {title}", "", f"Command: `{command()}`", "", "## Machine", ""]
     lines += machine_lines(threads) + ceiling_lines(threads) + [""] + list(body)
     text = "\n".join(lines).rstrip("\n") + "\n"
-    with open(path, "w") as f:
-        f.write(text)
+    from tinytorch._atomic import write_file  # a killed run keeps the previous report
+    write_file(path, text)
     print(f"wrote {path}")
     return text
 

@@ -67,8 +67,8 @@ def main():
         now = profile_step(args.steps)
     now["label"] = args.label
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(now, f, indent=1)
+        from tinytorch._atomic import write_file
+        write_file(args.json, json.dumps(now, indent=1))
     before = None
     if args.before:
         with open(args.before) as f:

@@ -177,5 +177,5 @@ def save_results(path, results):
     """Write ``results`` (a JSON-friendly dict) to ``path`` when one was given."""
     if path:
         import json
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2, default=float)
+        from tinytorch._atomic import write_file  # all or nothing, like the package's writers
+        write_file(path, json.dumps(results, indent=2, default=float))

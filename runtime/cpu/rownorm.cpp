@@ -276,7 +276,7 @@ extern "C" TT_API tt_status tt_layernorm_forward(const float *x, const float *ga
     if (st != TT_OK) return st;
     const tt::RowNormKernels &k = tt::kernels_for(tt::active_isa());
     tt::report("layernorm_forward", k);
-    if (rows == 0) return TT_OK;
+    if (rows == 0 || (cols == 0 && !mean && !rstd)) return TT_OK; /* nothing to write: no loop over rows */
     if (cols == 0) {
         const float r0 = (float)(1.0 / std::sqrt((double)eps));
         for (int64_t r = 0; r < rows; ++r) {
@@ -403,16 +403,20 @@ extern "C" TT_API tt_status tt_log_softmax_backward(const float *y, const float 
 namespace tt {
 namespace {
 
-/* Shared checks: sizes, buffers (target is int64: two floats of length per entry), and
- * every target in [0, cols) or ignore_index. */
-tt_status cross_entropy_check(const char *fn, const Buf *bufs, int count, const int64_t *target,
-                              int64_t rows, int64_t cols, int64_t ignore_index) {
+/* The sizes, and the target buffer's length in floats (int64: two per entry), before any
+ * buffer is described: rows = 2^62 with cols = 0 passes check_sizes, 2 * rows does not. */
+tt_status cross_entropy_sizes(const char *fn, int64_t rows, int64_t cols, int64_t *target_floats) {
     tt_status st = check_sizes(fn, rows, cols);
     if (st != TT_OK) return st;
-    int64_t t_len = 0;
-    if (mul_overflows(rows, 2, &t_len))
+    if (mul_overflows(rows, 2, target_floats))
         return fail(TT_ERR_OVERFLOW, "%s: rows=%lld int64 targets overflow", fn, (long long)rows);
-    st = check_buffers(fn, bufs, count, rows, cols);
+    return TT_OK;
+}
+
+/* Shared checks: the buffers and every target in [0, cols) or ignore_index. */
+tt_status cross_entropy_check(const char *fn, const Buf *bufs, int count, const int64_t *target,
+                              int64_t rows, int64_t cols, int64_t ignore_index) {
+    tt_status st = check_buffers(fn, bufs, count, rows, cols);
     if (st != TT_OK) return st;
     for (int64_t r = 0; r < rows; ++r) {
         const int64_t t = target[r];
@@ -431,11 +435,12 @@ extern "C" TT_API tt_status tt_cross_entropy_forward(const float *logits, const 
                                                      float *loss, float *lse, int64_t rows,
                                                      int64_t cols, int64_t ignore_index) {
     static const char *kFn = "tt_cross_entropy_forward";
-    tt_status st = tt::check_sizes(kFn, rows, cols);
+    int64_t t_len = 0;
+    tt_status st = tt::cross_entropy_sizes(kFn, rows, cols, &t_len);
     if (st != TT_OK) return st;
     const int64_t n = rows * cols;
     const tt::Buf bufs[] = {{"logits", logits, n, false, true, {nullptr, nullptr}},
-                            {"target", target, 2 * rows, false, true, {nullptr, nullptr}},
+                            {"target", target, t_len, false, true, {nullptr, nullptr}},
                             {"loss", loss, rows, true, true, {nullptr, nullptr}},
                             {"lse", lse, rows, true, false, {nullptr, nullptr}}};
     st = tt::cross_entropy_check(kFn, bufs, 4, target, rows, cols, ignore_index);
@@ -466,11 +471,12 @@ extern "C" TT_API tt_status tt_cross_entropy_backward(const float *logits, const
                                                       float *grad_logits, int64_t rows,
                                                       int64_t cols, int64_t ignore_index) {
     static const char *kFn = "tt_cross_entropy_backward";
-    tt_status st = tt::check_sizes(kFn, rows, cols);
+    int64_t t_len = 0;
+    tt_status st = tt::cross_entropy_sizes(kFn, rows, cols, &t_len);
     if (st != TT_OK) return st;
     const int64_t n = rows * cols;
     const tt::Buf bufs[] = {{"logits", logits, n, false, true, {nullptr, nullptr}},
-                            {"target", target, 2 * rows, false, true, {nullptr, nullptr}},
+                            {"target", target, t_len, false, true, {nullptr, nullptr}},
                             {"lse", lse, n > 0 ? rows : 0, false, true, {nullptr, nullptr}},
                             {"grad_loss", grad_loss, n > 0 ? rows : 0, false, true, {nullptr, nullptr}},
                             {"grad_logits", grad_logits, n, true, true, {logits, nullptr}}};

@@ -4,8 +4,10 @@
  * hour), attention's dimension check overflowed int64 (UB; the sanitizer build fails on
  * it), max-pool backward took any argmax when H*W = 0, im2col/col2im's TT_ERR_OVERFLOW for
  * dimensions >= 2^31 (and n * pixels overflowing when C = 0), tt_fusion_source's size query
- * with cap = 0, and the cross-entropy gradient of large tied logits (exp(x - lse) gave
- * probability 1 to each of two tied logits of 1e7).
+ * with cap = 0, the cross-entropy gradient of large tied logits (exp(x - lse) gave
+ * probability 1 to each of two tied logits of 1e7) and cross-entropy's target length
+ * (2 * rows) overflowing before it was checked, and layer norm looping over 2^62 empty rows
+ * with nothing to write.
  *
  * ctest runs it with a timeout, so the d = 0 loop coming back fails instead of stalling.
  */
@@ -108,6 +110,19 @@ static void test_cross_entropy_tied_large_logits(void) {
     }
 }
 
+static void test_empty_rows_return_at_once(void) {
+    /* cols = 0 and no statistics wanted: nothing to write for 2^62 rows (it looped; fuzz_rows) */
+    CHECK_OK(tt_layernorm_forward(NULL, NULL, NULL, NULL, NULL, NULL, (int64_t)1 << 62, 0, 1e-5f));
+}
+
+static void test_cross_entropy_target_length_overflow(void) {
+    /* rows = 2^62, cols = 0: no logits, but 2 * rows target floats overflow (found by fuzz_rows) */
+    const int64_t rows = (int64_t)1 << 62;
+    CHECK_FAILS(tt_cross_entropy_forward(NULL, NULL, NULL, NULL, rows, 0, -100), TT_ERR_OVERFLOW, "targets");
+    CHECK_FAILS(tt_cross_entropy_backward(NULL, NULL, NULL, NULL, NULL, rows, 0, -100), TT_ERR_OVERFLOW,
+                "targets");
+}
+
 int main(void) {
     test_attention_zero_width();
     test_attention_dims_near_int64_max();
@@ -115,5 +130,7 @@ int main(void) {
     test_conv_dimension_limits();
     test_fusion_source_size_query();
     test_cross_entropy_tied_large_logits();
+    test_cross_entropy_target_length_overflow();
+    test_empty_rows_return_at_once();
     TT_TEST_MAIN_END;
 }

@@ -54,6 +54,10 @@ def test_nested_reductions_have_a_valid_adjoint(executor):
                    lambda x: (x + x.sum(-1, keepdim=True)).sum(-1, keepdim=True) + 0 * x, [x])
     grads_vs_torch(lambda x: np.sum(x * np.sum(x * x, -1, keepdims=True), -1, keepdims=True) * x,
                    lambda x: (x * (x * x).sum(-1, keepdim=True)).sum(-1, keepdim=True) * x, [x])
+    # the reproducer: NumPy broadcasts the 1-D sum's scalar, the tracer refuses it up
+    # front (a keepdims=False result met an unreduced value) instead of failing in backward
+    with pytest.raises(UnsupportedOperation, match="keepdims=False"):
+        compile_graph(lambda x: np.sum(x + np.sum(x)), x[0])
     v = x[0]  # a one-row domain
     grads_vs_torch(lambda v: np.sum(v + np.sum(v, keepdims=True), keepdims=True) * v,
                    lambda v: (v + v.sum(-1, keepdim=True)).sum(-1, keepdim=True) * v, [v])

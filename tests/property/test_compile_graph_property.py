@@ -41,57 +41,39 @@ def _executors():
     return found
 
 
-class _NumPyOps:
-    """The ops as NumPy calls: what compile_graph traces."""
-    tanh = staticmethod(np.tanh)
-    square = staticmethod(np.square)
-    neg = staticmethod(np.negative)
-
-    @staticmethod
-    def exp_tanh(v):
-        return np.exp(np.tanh(v))
-
-    @staticmethod
-    def div(a, b):
-        return a / (1.0 + b * b)
-
-    @staticmethod
-    def reduce(kind, v):
+def _reduce(lib, kind, v):
+    """A last-axis reduction with keepdims, in NumPy (traced) or torch (max splits ties
+    evenly in both: torch.amax, tinytorch's MAX_ROW)."""
+    if lib is np:
         return {"sum": np.sum, "mean": np.mean, "max": np.max}[kind](v, -1, keepdims=True)
+    return {"sum": torch.sum, "mean": torch.mean, "max": torch.amax}[kind](v, -1, keepdim=True)
 
 
-class _TorchOps:
-    """The same ops on torch tensors (max splits ties evenly, as tinytorch's does)."""
-    tanh = staticmethod(torch.tanh)
-    square = staticmethod(torch.square)
-    neg = staticmethod(torch.neg)
-
-    @staticmethod
-    def exp_tanh(v):
-        return torch.exp(torch.tanh(v))
-
-    @staticmethod
-    def div(a, b):
+def _apply(lib, op, a, b):
+    """One step on values of either library (np: what compile_graph traces)."""
+    if op == "tanh":
+        return lib.tanh(a)
+    if op == "square":
+        return a * a
+    if op == "exp_tanh":
+        return lib.exp(lib.tanh(a))
+    if op == "neg":
+        return -a
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op == "div":
         return a / (1.0 + b * b)
-
-    @staticmethod
-    def reduce(kind, v):
-        if kind == "max":
-            return torch.amax(v, -1, keepdim=True)
-        return {"sum": torch.sum, "mean": torch.mean}[kind](v, -1, keepdim=True)
+    return _reduce(lib, op, a)
 
 
-def run_program(ops, steps, leaves):
+def run_program(lib, steps, leaves):
     values = list(leaves)
     for op, i, j in steps:
-        a, b = values[i % len(values)], values[j % len(values)]
-        if op in UNARY:
-            values.append(getattr(ops, op)(a))
-        elif op in BINARY:
-            values.append(ops.div(a, b) if op == "div" else
-                          {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}[op]())
-        else:
-            values.append(ops.reduce(op, a))
+        values.append(_apply(lib, op, values[i % len(values)], values[j % len(values)]))
     return values[-1]
 
 
@@ -131,7 +113,7 @@ def _close(got, want, what):
 @given(programs(), st.sampled_from(_executors()))
 def test_gradients_match_torch_autograd(program, executor):
     leaves, steps, rng = program
-    fn = lambda *xs: run_program(_NumPyOps, steps, xs)  # noqa: E731
+    fn = lambda *xs: run_program(np, steps, xs)  # noqa: E731
     with np.errstate(all="ignore"):
         expected_out = fn(*leaves)
     if np.ndim(expected_out) == 0:  # pragma: no cover - every op keeps a dimension
@@ -147,7 +129,7 @@ def test_gradients_match_torch_autograd(program, executor):
     finally:
         restore()
     refs = [torch.tensor(a, requires_grad=True) for a in leaves]
-    ref = run_program(_TorchOps, steps, refs)
+    ref = run_program(torch, steps, refs)
     (ref * torch.tensor(weights)).sum().backward()
     _close(out.data, ref.detach().numpy(), "forward")
     for k, (t, r) in enumerate(zip(tensors, refs)):
@@ -160,7 +142,7 @@ def test_gradients_match_torch_autograd(program, executor):
 def test_out_into_an_input_buffer_gives_the_fresh_result(program, executor, with_identity):
     leaves, steps, _ = program
     domain = np.broadcast_shapes(*[a.shape for a in leaves])
-    fn = lambda *xs: run_program(_NumPyOps, steps, xs)  # noqa: E731
+    fn = lambda *xs: run_program(np, steps, xs)  # noqa: E731
     with np.errstate(all="ignore"):
         expected = np.broadcast_to(fn(*leaves), domain).copy()
     target = next((k for k, a in enumerate(leaves) if a.shape == domain), None)
