@@ -17,6 +17,8 @@ What it shows
                        (tinytorch.extensions.compile_graph; its report names the executor)
     GPU paths          cuda_matmul, mps_matmul, triton_fused_gelu where a device (or the Triton
                        interpreter) exists; otherwise the row says why not
+    INT8 GEMM          a GPT-2 MLP Linear in float32 vs QuantizedLinear (the runtime's u8 x s8
+                       kernel, docs/int8.md); its error is the quantization's, against float64
 
   Times are medians of repeated calls (tinytorch.perf.benchmarking.benchmark) after a warm-up,
   wall-clock on this machine: they move with its load.
@@ -234,10 +236,30 @@ def gpu_rows(quick, rng):
     return rows
 
 
+# ------------------------------------------------------------------------------ INT8 GEMM
+def int8_rows(quick, rng):
+    """A GPT-2 MLP Linear (768 -> 3072) in float32 and as QuantizedLinear (the runtime's INT8
+    GEMM: per-row u8 activations, s8 weights, exact int32 sums; docs/int8.md)."""
+    from tinytorch.core.layers import Linear
+    from tinytorch.core.quantization import QuantizedLinear
+    rows, section = [], "INT8 GEMM"
+    m, k, n = (16, 768, 3072) if quick else (64, 768, 3072)
+    lin = Linear(k, n)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    ref = x.astype(np.float64) @ lin.weight.data.astype(np.float64) + lin.bias.data
+    gops = lambda t: 2.0 * m * n * k / t / 1e9  # noqa: E731
+    t, y, path = timed(lambda: lin(x), 10)
+    rows.append(row(section, "float32 Linear", f"{m}x{k}x{n}", t, gops(t), max_error(y.data, ref), path))
+    ql = QuantizedLinear.from_linear(lin)
+    t, y, path = timed(lambda: ql(x), 10)
+    rows.append(row(section, "int8 QuantizedLinear", f"{m}x{k}x{n}", t, gops(t), max_error(y, ref), path))
+    return rows
+
+
 SECTIONS = {"gemm": gemm_ladder, "gelu": bias_gelu_rows, "attention": attention_rows,
-            "fusion": fusion_rows, "gpu": gpu_rows}
+            "fusion": fusion_rows, "gpu": gpu_rows, "int8": int8_rows}
 UNITS = {"GEMM ladder": "GFLOP/s", "fused bias + GELU": "GB/s", "FlashAttention": "GFLOP/s",
-         "fusion compiler": "GB/s (eager bytes)", "GPU paths": "GFLOP/s"}
+         "fusion compiler": "GB/s (eager bytes)", "GPU paths": "GFLOP/s", "INT8 GEMM": "GOP/s"}
 
 
 def main(argv=None):
