@@ -300,20 +300,16 @@ static void convert_call(int fn, fz_in *in, fz_rng *r) {
     }
 }
 
-static int g_isas[4], g_nisas;
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
-    for (int i = TT_ISA_SCALAR; i <= TT_ISA_NEON; ++i)
-        if (tt_isa_compiled(i) && tt_isa_supported(i)) g_isas[g_nisas++] = i;
+    fz_find_isas();
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fz_in in = {data, size};
     const int fn = fz_u8(&in) % G_COUNT;
-    FZ_OK(tt_set_isa(g_isas[fz_u8(&in) % g_nisas]));
-    FZ_OK(tt_set_num_threads(1 + fz_u8(&in) % 3));
+    fz_set_isa_and_threads(&in);
     fz_rng rng;
     fz_seed(&rng, fz_u64(&in));
     if (fn >= G_F16_TO_F32) convert_call(fn, &in, &rng);

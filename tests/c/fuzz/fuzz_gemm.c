@@ -359,12 +359,9 @@ static void fill(const call_t *c, void *buf, int64_t n, fz_rng *r, int mode) {
     }
 }
 
-static int g_isas[4], g_nisas;
-
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
-    for (int i = TT_ISA_SCALAR; i <= TT_ISA_NEON; ++i)
-        if (tt_isa_compiled(i) && tt_isa_supported(i)) g_isas[g_nisas++] = i;
+    fz_find_isas();
     return 0;
 }
 
@@ -375,9 +372,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(&c, 0, sizeof c);
     c.fn = fz_u8(&in) % F_COUNT;
     c.half = c.fn == F_HGEMM || c.fn == F_HGEMM_REF;
-    const int isa = g_isas[fz_u8(&in) % g_nisas];
-    FZ_OK(tt_set_isa(isa));
-    FZ_OK(tt_set_num_threads(1 + fz_u8(&in) % 3));
+    const int isa = fz_set_isa_and_threads(&in);
     c.ta = decode_trans(&in), c.tb = decode_trans(&in);
     decode_sizes(&c, &in);
     decode_layout(&c, &in);

@@ -9,6 +9,7 @@
  *                libFuzzer records the input as a crash.
  *   FZ_OK / FZ_FAILS   a call that must succeed / must return a non-OK status with a
  *                non-empty tt_last_error().
+ *   fz_find_isas / fz_set_isa_and_threads   the ISA and thread count of one input.
  *   fz_known(tag) 1 if the comma-separated list in TT_FUZZ_KNOWN names tag: a reported
  *                finding whose fix is pending, which the harness then tolerates so that the
  *                fuzzer can look past it (triage only; CI never sets it; each tag is named
@@ -92,6 +93,23 @@ static inline tt_status fz_expect_failure(tt_status st, const char *what, const 
     return st;
 }
 #define FZ_FAILS(call) (tt_clear_error(), fz_expect_failure((call), #call, __FILE__, __LINE__))
+
+/* The ISAs this build has and this CPU runs: fz_find_isas() fills them once (from
+ * LLVMFuzzerInitialize); fz_set_isa_and_threads() spends two input bytes on one of them
+ * and on 1..3 threads, and returns the ISA. */
+static int fz_isas[4], fz_nisas;
+
+static inline void fz_find_isas(void) {
+    for (int i = TT_ISA_SCALAR; i <= TT_ISA_NEON; ++i)
+        if (tt_isa_compiled(i) && tt_isa_supported(i)) fz_isas[fz_nisas++] = i;
+}
+
+static inline int fz_set_isa_and_threads(fz_in *in) {
+    const int isa = fz_isas[fz_u8(in) % fz_nisas];
+    FZ_OK(tt_set_isa(isa));
+    FZ_OK(tt_set_num_threads(1 + fz_u8(in) % 3));
+    return isa;
+}
 
 /* malloc of exactly `bytes` (ASan reports any access past them; malloc(0) gives a
  * non-NULL pointer with nothing addressable). */

@@ -108,6 +108,68 @@ TENSOR = {
                          9, 1, 11, 1, 0, 5, 11, 3, 0, 2, 11, 0, 0, 12, 7, 0, 0, 0]),
 }
 
+# fuzz_attention.c: backward-bit isa threads seed[8] class (% 4 == 3: extreme arguments) then
+#   extreme: 5 size indexes (batch heads sq sk d into 0 1 2 64 65 2^31 2^40 2^62 MAX-64 MAX -1 MIN)
+#            scale index (1 0 -0.5 inf nan) causal+2
+#   small:   batch heads size-flags (0x80: sq 63.., 0x40: sk 63..) sq sk d causal scale-index
+#            mutation (7 + 8 (m - 1): 1 negative stride, 2 o over q, 3 o aliasing itself,
+#            4 NULL q, 5 lse over o) layout q k v o (0: contiguous; bits 1,2,4 pad, 8 shared
+#            head) [forward: lse bit] [backward: grad_o layout]
+ATTENTION = {
+    "fwd_small": bytes([0, 0, 0]) + SEED + bytes([0, 1, 2, 0, 5, 7, 4, 1, 1, 0, 0, 0, 0, 0, 1]),
+    "fwd_padded_shared": bytes([0, 1, 1]) + SEED + bytes([1, 2, 3, 0, 9, 3, 8, 2, 0, 0, 0x13, 0x09, 0x0a, 0x07, 1]),
+    "fwd_blocks": bytes([0, 2, 2]) + SEED + bytes([0, 1, 1, 0xc0, 3, 5, 8, 0, 0, 0, 0, 0, 0, 0, 1]),
+    "fwd_causal_end": bytes([0, 1, 0]) + SEED + bytes([2, 1, 1, 0, 7, 3, 4, 2, 2, 0, 0, 0, 0, 0, 1]),
+    "bwd_small": bytes([1, 0, 1]) + SEED + bytes([0, 1, 2, 0, 6, 4, 3, 1, 0, 0, 0, 0, 0, 0, 0]),
+    "bwd_blocks_shared": bytes([1, 1, 2]) + SEED + bytes([2, 1, 2, 0xc0, 1, 2, 5, 1, 1, 0, 0x01, 0x08, 0x08, 0, 0x02]),
+    "bad_negative_stride": bytes([0, 0, 0]) + SEED + bytes([0, 1, 1, 0, 3, 3, 2, 0, 0, 7, 0, 0, 0, 0, 1]),
+    "bad_o_over_q": bytes([0, 0, 0]) + SEED + bytes([0, 1, 1, 0, 3, 3, 2, 0, 0, 15, 0, 0, 0, 0, 1]),
+    "bad_o_self_alias": bytes([0, 0, 0]) + SEED + bytes([0, 1, 1, 0, 3, 3, 2, 0, 0, 23, 0, 0, 0, 0, 1]),
+    "bad_null_q": bytes([0, 0, 0]) + SEED + bytes([0, 1, 1, 0, 3, 3, 2, 0, 0, 31, 0, 0, 0, 0, 1]),
+    "bad_lse_over_o": bytes([0, 0, 0]) + SEED + bytes([0, 1, 1, 0, 3, 3, 2, 0, 0, 39, 0, 0, 0, 0, 1]),
+    "extreme_d0_huge": bytes([0, 0, 0]) + SEED + bytes([3, 1, 1, 6, 6, 0, 0, 2]),
+    "extreme_d0_huge_bwd": bytes([1, 0, 0]) + SEED + bytes([3, 1, 1, 6, 6, 0, 0, 3]),
+    "extreme_rows_max": bytes([0, 0, 0]) + SEED + bytes([3, 1, 1, 8, 1, 1, 0, 2]),
+    "extreme_d_max": bytes([1, 0, 0]) + SEED + bytes([3, 1, 1, 1, 1, 9, 0, 2]),
+    "extreme_negative": bytes([0, 0, 0]) + SEED + bytes([3, 10, 1, 1, 1, 1, 0, 2]),
+    "extreme_scale_inf": bytes([0, 0, 0]) + SEED + bytes([3, 1, 1, 1, 1, 1, 3, 2]),
+}
+
+# fuzz_rows.c: fn isa threads seed[8] class (% 8 == 7: bad call: 2 edge-size indexes into
+#   -1 MIN 0 1 2^31 2^62 MAX) then
+#   row kernels (fn 0 layernorm, 1 its backward, 2 softmax, 3 log_softmax, 4/5 their
+#     backward, 6 cross-entropy, 7 its backward): size-flags (0x80: 300.. x 256) rows [cols]
+#     value-mode (0 raw floats) range-index (1 8 100 1e4) flags (0x40: tied row maxima)
+#     [raw values] [cross-entropy: a byte per row, % 5 == 0 gives -100]
+#   training kernels: flags (0x80: big) then 8 Adam: count, per tensor numel steps, lr;
+#     9/10 embedding (backward): vocab dim [n]; 11/12 ReLU (backward): [n] mode per element
+ROWS = {
+    "layernorm": bytes([0, 0, 0]) + SEED + bytes([0, 0, 3, 17, 1, 1, 0x07]),
+    "layernorm_backward": bytes([1, 1, 1]) + SEED + bytes([0, 0, 4, 9, 1, 1, 0x3b]),
+    "softmax_tied_large": bytes([2, 1, 0]) + SEED + bytes([0, 0, 3, 8, 1, 3, 0x41]),
+    "log_softmax_in_place": bytes([3, 0, 1]) + SEED + bytes([0, 0, 2, 5, 1, 2, 0x03]),
+    "softmax_backward": bytes([4, 1, 2]) + SEED + bytes([0, 0, 3, 7, 1, 1, 0x05]),
+    "log_softmax_backward_threads": bytes([5, 2, 2]) + SEED + bytes([0, 0x80, 3, 1, 1, 0x00]),
+    "log_softmax_specials": bytes([3, 1, 0]) + SEED + bytes([0, 0, 2, 6, 0, 0, 0]) + SPECIALS,
+    "cross_entropy": bytes([6, 1, 0]) + SEED + bytes([0, 0, 4, 6, 1, 3, 0x41, 1, 1, 1, 1]),
+    "cross_entropy_backward_tied": bytes([7, 1, 1]) + SEED + bytes([0, 0, 3, 4, 1, 3, 0x41, 1, 1, 1]),
+    "cross_entropy_bad_target": bytes([7, 0, 0]) + SEED + bytes([0, 0, 3, 4, 1, 0, 0x03, 1, 1, 1]),
+    "cross_entropy_threads": bytes([7, 2, 2]) + SEED + bytes([0, 0x80, 5, 1, 2, 0x41]),
+    "adam": bytes([8, 1, 1]) + SEED + bytes([0, 0x01, 3, 5, 1, 7, 3, 0, 9, 2]),
+    "adamw_threads": bytes([8, 2, 2]) + SEED + bytes([0, 0x82, 1, 10, 4, 0]),
+    "adam_bad_lr": bytes([8, 0, 0]) + SEED + bytes([0, 0x04, 1, 5, 1, 1]),
+    "embedding": bytes([9, 1, 0]) + SEED + bytes([0, 0x00, 7, 5, 6]),
+    "embedding_bad_id": bytes([9, 0, 0]) + SEED + bytes([0, 0x03, 7, 5, 6]),
+    "embedding_backward": bytes([10, 1, 2]) + SEED + bytes([0, 0x04, 5, 3, 9]),
+    "embedding_backward_threads": bytes([10, 2, 2]) + SEED + bytes([0, 0x80, 9, 8]),
+    "relu_in_place": bytes([11, 1, 0]) + SEED + bytes([0, 0x01, 20]) + bytes([1] * 20),
+    "relu_backward_threads": bytes([12, 2, 2]) + SEED + bytes([0, 0x80]),
+    "bad_softmax_huge": bytes([2, 0, 0]) + SEED + bytes([7, 5, 6]),
+    "bad_cross_entropy_cols0": bytes([6, 0, 0]) + SEED + bytes([7, 5, 2]),
+    "bad_adam_negative": bytes([8, 0, 0]) + SEED + bytes([7, 0, 3]),
+    "bad_embedding": bytes([9, 0, 0]) + SEED + bytes([7, 6, 4]),
+}
+
 
 def write(harness, seeds):
     folder = os.path.join(HERE, "corpus", harness)
@@ -122,4 +184,7 @@ if __name__ == "__main__":
     write("gemm", GEMM)
     write("gelu", GELU)
     write("tensor", TENSOR)
-    print(f"wrote {len(GEMM)} + {len(GELU)} + {len(TENSOR)} seeds under {os.path.join(HERE, 'corpus')}")
+    write("attention", ATTENTION)
+    write("rows", ROWS)
+    print(f"wrote {len(GEMM)} + {len(GELU)} + {len(TENSOR)} + {len(ATTENTION)} + {len(ROWS)} seeds under "
+          f"{os.path.join(HERE, 'corpus')}")

@@ -8,7 +8,7 @@
 #   TT_FUZZ_SECONDS=300 bash tests/c/fuzz/run.sh gemm
 #
 # Environment:
-#   TT_FUZZ_SECONDS    fuzzing time per harness (default 60: about 4 minutes for all four)
+#   TT_FUZZ_SECONDS    fuzzing time per harness (default 60: about 6 minutes for all six)
 #   TT_FUZZ_BUILD_DIR  build folder (default build/fuzz); runs go to <build>/runs/<harness>/
 #   TT_FUZZ_TIMEOUT    seconds one input may take before it counts as a hang (default 10)
 #   JOBS               build parallelism (default 2)
@@ -21,7 +21,7 @@ BUILD=${TT_FUZZ_BUILD_DIR:-build/fuzz}
 TIMEOUT=${TT_FUZZ_TIMEOUT:-10}
 JOBS=${JOBS:-2}
 HARNESSES=("$@")
-[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(gemm gelu tensor fusion)
+[ ${#HARNESSES[@]} -gt 0 ] || HARNESSES=(gemm gelu tensor fusion attention rows)
 
 for tool in clang clang++; do
   command -v "$tool" > /dev/null || { echo "fuzz: $tool not found (apt-get install clang libomp-dev)" >&2; exit 1; }
@@ -62,7 +62,7 @@ for h in "${HARNESSES[@]}"; do
   took=$(( $(date +%s) - start ))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$run/fuzz.log" | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$run/fuzz.log" | tail -1 || true)
-  summary+=("$(printf '%-7s %4ss  %9s executions  %s  corpus %s' "$h" "$took" "${execs:-?}" "${cov:-cov: ?}" "$(ls "$run/corpus" | wc -l)")")
+  summary+=("$(printf '%-9s %4ss  %9s executions  %s  corpus %s' "$h" "$took" "${execs:-?}" "${cov:-cov: ?}" "$(ls "$run/corpus" | wc -l)")")
   artifacts=$(ls "$run/artifacts" 2>/dev/null || true)
   if [ $rc -ne 0 ] || [ -n "$artifacts" ]; then
     failed+=("$h")
