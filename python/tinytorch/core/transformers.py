@@ -10,8 +10,13 @@ What this file owns
                   the fused native kernel plugs into); if a tool replaced fc1 (an adapter, say),
                   the MLP simply calls it and then the GELU.
   TransformerBlock  pre-LN:  x = x + attn(ln1(x), causal)   then   x = x + mlp(ln2(x))
-  GPT(vocab_size, embed_dim, num_layers, num_heads, max_seq_len, dropout=0.0)
+  GPT(vocab_size, embed_dim, num_layers, num_heads, max_seq_len, dropout=0.0,
+      layer_norm_eps=1e-5, tie_weights=False)
                   token embedding + learned positions -> blocks -> ln_f -> lm_head (logits).
+                  ``tie_weights=True`` makes lm_head a ``TiedLMHead`` (logits = x @ wte^T, the
+                  token table shared, as GPT-2 does); the default keeps a separate Linear.
+                  ``GPT.from_pretrained(folder)`` / ``save_pretrained(folder)`` read and write a
+                  Hugging Face GPT-2 folder (core/gpt2_format.py owns the name mapping).
                   Sub-layers are reachable through ``named_modules()``, e.g.
                   "blocks.0.attn.q_proj", "blocks.1.mlp.fc1", "lm_head".
                   ``generate(idx, max_new_tokens, temperature=1.0, top_k=None, seed=None,
@@ -41,7 +46,7 @@ from .layers import Dropout, Layer, Linear, Parameter
 from .random import get_generator
 from .tensor import Tensor
 
-__all__ = ["LayerNorm", "MLP", "TransformerBlock", "GPT", "sample_next_token"]
+__all__ = ["LayerNorm", "MLP", "TransformerBlock", "TiedLMHead", "GPT", "sample_next_token"]
 
 
 # ============================================================================ LayerNorm
@@ -186,13 +191,14 @@ class TransformerBlock(Layer):
         dropout: dropout probability in attention, the MLP and the residual branch.
         causal: each position attends only to itself and earlier positions.
         bias: whether the projections have biases.
+        layer_norm_eps: eps of both LayerNorms.
     """
 
     def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: int = 4, dropout: float = 0.0,
-                 causal: bool = True, bias: bool = True):
-        self.ln1 = LayerNorm(embed_dim)
+                 causal: bool = True, bias: bool = True, layer_norm_eps: float = 1e-5):
+        self.ln1 = LayerNorm(embed_dim, eps=layer_norm_eps)
         self.attn = MultiHeadAttention(embed_dim, num_heads, bias=bias, dropout=dropout)
-        self.ln2 = LayerNorm(embed_dim)
+        self.ln2 = LayerNorm(embed_dim, eps=layer_norm_eps)
         self.mlp = MLP(embed_dim, mlp_ratio * embed_dim, bias=bias, dropout=dropout)
         self.resid_dropout = Dropout(dropout)
         self.causal = bool(causal)
@@ -234,6 +240,28 @@ def sample_next_token(logits: np.ndarray, temperature: float = 1.0, top_k: int |
 
 # ============================================================================ GPT
 
+class TiedLMHead(Layer):
+    """Logits ``x @ weight^T`` with ``weight`` the token embedding's (V, D) table itself (the
+    same Parameter, so ``named_parameters()`` lists it once, under the embedding's name, and
+    training updates both uses): GPT-2's tied output head.
+
+    Args:
+        embedding: the ``Embedding`` whose table is shared.
+    """
+
+    def __init__(self, embedding: Embedding):
+        self.weight = embedding.weight
+
+    def forward(self, x):
+        """``x`` (..., D) -> (..., V): one 2-D GEMM against the transposed table."""
+        lead = x.shape[:-1]
+        return (x.reshape(-1, x.shape[-1]) @ self.weight.T).reshape(*lead, self.weight.shape[0])
+
+    def extra_repr(self):
+        """The shared table's shape for repr()."""
+        return f"tied to the token embedding {self.weight.shape}"
+
+
 class GPT(Layer):
     """Decoder-only transformer language model. ``forward(idx [B, T]) -> logits [B, T, vocab]``.
 
@@ -244,6 +272,9 @@ class GPT(Layer):
         num_heads: attention heads per block.
         max_seq_len: context window: the most positions one forward may see.
         dropout: dropout probability throughout (training mode only).
+        layer_norm_eps: eps of every LayerNorm (GPT-2's ``layer_norm_epsilon``).
+        tie_weights: the output head reuses the token embedding's table (``TiedLMHead``), as
+            GPT-2 does; False (the default) keeps a separate ``Linear`` head.
 
     GPT-2's initialisation (see the module docstring), from the framework generator.
     """
@@ -251,7 +282,8 @@ class GPT(Layer):
     input_dtype = np.int64  # what a profiler should feed it
 
     def __init__(self, vocab_size: int, embed_dim: int, num_layers: int, num_heads: int,
-                 max_seq_len: int, dropout: float = 0.0):
+                 max_seq_len: int, dropout: float = 0.0, layer_norm_eps: float = 1e-5,
+                 tie_weights: bool = False):
         for name, v in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("num_heads", num_heads),
                         ("max_seq_len", max_seq_len)):
             if not isinstance(v, (int, np.integer)) or v < 1:
@@ -265,10 +297,25 @@ class GPT(Layer):
         self.token_embedding = Embedding(vocab_size, embed_dim)
         self.position_embedding = PositionalEmbedding(max_seq_len, embed_dim)
         self.dropout = Dropout(dropout)
-        self.blocks = [TransformerBlock(embed_dim, num_heads, dropout=dropout) for _ in range(num_layers)]
-        self.ln_f = LayerNorm(embed_dim)
-        self.lm_head = Linear(embed_dim, vocab_size, bias=False)
+        self.blocks = [TransformerBlock(embed_dim, num_heads, dropout=dropout, layer_norm_eps=layer_norm_eps)
+                       for _ in range(num_layers)]
+        self.ln_f = LayerNorm(embed_dim, eps=layer_norm_eps)
+        self.tie_weights = bool(tie_weights)
+        self.lm_head = TiedLMHead(self.token_embedding) if tie_weights else Linear(embed_dim, vocab_size, bias=False)
         self._init_weights()
+
+    @classmethod
+    def from_pretrained(cls, folder) -> "GPT":
+        """A GPT holding the weights of the Hugging Face GPT-2 folder ``folder`` (config.json
+        and model.safetensors, as ``save_pretrained`` writes them); see core/gpt2_format.py."""
+        from .gpt2_format import load_gpt2_folder
+        return load_gpt2_folder(cls, folder)
+
+    def save_pretrained(self, folder) -> None:
+        """Write this GPT as a Hugging Face GPT-2 folder (config.json, model.safetensors) that
+        ``GPT2LMHeadModel.from_pretrained`` and ``GPT.from_pretrained`` read."""
+        from .gpt2_format import save_gpt2_folder
+        save_gpt2_folder(self, folder)
 
     def _init_weights(self) -> None:
         rng = get_generator()
