@@ -133,23 +133,12 @@ uint64_t header_check(const PackHeader &h) {
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* body(begin, end, slot) over [0, count) on up to nt threads, in runs of about `grain`
- * items. core/parallel.h is moving from parallel_ranges (one range per thread) to
- * parallel_for (fixed-size chunks claimed from a pool): this calls whichever the tree has
- * (found at instantiation, by argument-dependent lookup through the lambda's namespace tt).
- * Bodies here write disjoint output and never depend on the split: both give the same bits. */
-template <class Body>
-auto for_ranges(int, int64_t count, int64_t grain, int nt, Body &body)
-    -> decltype(parallel_for(count, grain, nt, body), void()) {
-    parallel_for(count, grain, nt, body);
-}
-template <class Body>
-void for_ranges(long, int64_t count, int64_t, int nt, Body &body) {
-    parallel_ranges(count, nt, body);
-}
+/* body(begin, end, slot) over [0, count) on up to nt threads, in chunks of about `grain`
+ * items claimed from the pool. Bodies here write disjoint output and never depend on the
+ * split: every thread count gives the same bits. */
 template <class Body>
 void run_ranges(int64_t count, int64_t grain, int nt, Body body) {
-    for_ranges(0, count, grain, nt, body);
+    parallel_for(count, grain, nt, body);
 }
 
 inline int64_t align64(int64_t n) { return (n + 63) & ~int64_t{63}; }

@@ -4,10 +4,10 @@
  * tt_cross_entropy_forward / _backward.
  *
  * What it owns: argument checks, the choice of row kernels for the active ISA, the split of rows
- * across threads (parallel_ranges, above TT_ELEMENTWISE_PARALLEL_MIN elements), the
- * column sums of the layer-norm backward (grad_gamma, grad_beta: per thread in float over
- * chunks of 64 rows, then in double, thread totals added in thread order, as
- * bias_gelu.cpp's grad_bias), cross-entropy from the log-sum-exp (tt_cross_entropy_*),
+ * across threads (parallel_for chunks of rows, above TT_ELEMENTWISE_PARALLEL_MIN elements),
+ * the column sums of the layer-norm backward (grad_gamma, grad_beta: in float over blocks
+ * of 64 rows, then in double per chunk of rows, the chunk partials added in chunk order, as
+ * bias_gelu.cpp's grad_bias: the same bits on any thread count), cross-entropy from the log-sum-exp (tt_cross_entropy_*),
  * and the portable row kernels used for TT_ISA_SCALAR
  * (double accumulators, std::exp). The row contract is in rownorm_kernels.h.
  */
@@ -220,7 +220,8 @@ tt_status softmax_forward(const char *fn, bool log, const float *x, float *y, fl
         return TT_OK;
     }
     const SoftmaxForwardRowFn row = log ? k.log_softmax_forward : k.softmax_forward;
-    parallel_ranges(rows, elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    parallel_for(rows, row_grain(cols), elementwise_threads(rows, cols),
+                     [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             const float v = row(x + r * cols, y + r * cols, cols);
             if (lse) lse[r] = v;
@@ -243,7 +244,8 @@ tt_status softmax_backward(const char *fn, bool log, const float *y, const float
     report(log ? "log_softmax_backward" : "softmax_backward", k);
     if (n == 0) return TT_OK;
     const SoftmaxBackwardRowFn row = log ? k.log_softmax_backward : k.softmax_backward;
-    parallel_ranges(rows, elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    parallel_for(rows, row_grain(cols), elementwise_threads(rows, cols),
+                     [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) row(y + r * cols, grad_y + r * cols, grad_x + r * cols, cols);
     });
     return TT_OK;
@@ -285,7 +287,8 @@ extern "C" TT_API tt_status tt_layernorm_forward(const float *x, const float *ga
         }
         return TT_OK;
     }
-    tt::parallel_ranges(rows, tt::elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_for(rows, tt::row_grain(cols), tt::elementwise_threads(rows, cols),
+                     [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             float m, s;
             k.layernorm_forward(x + r * cols, gamma, beta, y + r * cols, cols, eps, &m, &s);
@@ -326,29 +329,31 @@ extern "C" TT_API tt_status tt_layernorm_backward(const float *x, const float *g
     const int nt = tt::elementwise_threads(rows, cols);
     if (grad_gamma == nullptr && grad_beta == nullptr) {
         if (grad_x == nullptr) return TT_OK;
-        tt::parallel_ranges(rows, nt, [&](int64_t r0, int64_t r1, int) {
+        tt::parallel_for(rows, tt::row_grain(cols), nt, [&](int64_t r0, int64_t r1, int) {
             for (int64_t r = r0; r < r1; ++r)
                 k.layernorm_backward(x + r * cols, gamma, mean[r], rstd[r], grad_y + r * cols,
                                      grad_x + r * cols, nullptr, nullptr, cols);
         });
         return TT_OK;
     }
-    /* Per thread and per wanted sum: a float64 total and a float chunk sum per column
-     * (all totals first, so every double is 8-byte aligned whatever cols is). */
-    const size_t per = (size_t)nt * (size_t)cols;
-    const size_t bytes = 2 * per * sizeof(double) + 2 * per * sizeof(float);
+    /* Per chunk of rows and per wanted sum a float64 partial per column, added in chunk
+     * order at the end (the same bits on any thread count); per slot a float sum of
+     * kColsumChunkRows rows (all partials first, so every double is 8-byte aligned). */
+    const int64_t grain = tt::colsum_grain(rows, cols), chunks = tt::chunk_count(rows, grain);
+    const size_t per = (size_t)chunks * (size_t)cols, per_slot = (size_t)nt * (size_t)cols;
+    const size_t bytes = 2 * per * sizeof(double) + 2 * per_slot * sizeof(float);
     char *scratch = static_cast<char *>(std::calloc(1, bytes));
     if (scratch == nullptr)
         return tt::fail(TT_ERR_OUT_OF_MEMORY, "%s: could not allocate %lld bytes for the column sums",
                         kFn, (long long)bytes);
-    double *tot_g = reinterpret_cast<double *>(scratch);
-    double *tot_b = tot_g + per;
-    float *chk_g = reinterpret_cast<float *>(tot_b + per);
-    float *chk_b = chk_g + per;
-    auto run = [&](int64_t r0, int64_t r1, int tid) {
-        const size_t off = (size_t)tid * (size_t)cols;
-        float *cg = grad_gamma ? chk_g + off : nullptr;
-        float *cb = grad_beta ? chk_b + off : nullptr;
+    double *part_g = reinterpret_cast<double *>(scratch);
+    double *part_b = part_g + per;
+    float *blk_g = reinterpret_cast<float *>(part_b + per);
+    float *blk_b = blk_g + per_slot;
+    tt::parallel_for(rows, grain, nt, [&](int64_t r0, int64_t r1, int slot) {
+        const size_t off = (size_t)(r0 / grain) * (size_t)cols, soff = (size_t)slot * (size_t)cols;
+        float *cg = grad_gamma ? blk_g + soff : nullptr;
+        float *cb = grad_beta ? blk_b + soff : nullptr;
         for (int64_t c0 = r0; c0 < r1; c0 += tt::kColsumChunkRows) {
             const int64_t c1 = std::min(r1, c0 + tt::kColsumChunkRows);
             if (cg) std::memset(cg, 0, (size_t)cols * sizeof(float));
@@ -357,17 +362,16 @@ extern "C" TT_API tt_status tt_layernorm_backward(const float *x, const float *g
                 k.layernorm_backward(x + r * cols, gamma, mean[r], rstd[r], grad_y + r * cols,
                                      grad_x ? grad_x + r * cols : nullptr, cg, cb, cols);
             for (int64_t j = 0; j < cols; ++j) {
-                if (cg) tot_g[off + j] += cg[j];
-                if (cb) tot_b[off + j] += cb[j];
+                if (cg) part_g[off + j] += cg[j];
+                if (cb) part_b[off + j] += cb[j];
             }
         }
-    };
-    const int team = tt::parallel_ranges(rows, nt, run);
+    });
     for (int64_t j = 0; j < cols; ++j) {
         double sg = 0.0, sb = 0.0;
-        for (int t = 0; t < team; ++t) {
-            sg += tot_g[(size_t)t * (size_t)cols + j];
-            sb += tot_b[(size_t)t * (size_t)cols + j];
+        for (int64_t c = 0; c < chunks; ++c) {
+            sg += part_g[(size_t)c * (size_t)cols + j];
+            sb += part_b[(size_t)c * (size_t)cols + j];
         }
         if (grad_gamma) grad_gamma[j] = (float)sg;
         if (grad_beta) grad_beta[j] = (float)sb;
@@ -455,7 +459,8 @@ extern "C" TT_API tt_status tt_cross_entropy_forward(const float *logits, const 
         }
         return TT_OK;
     }
-    tt::parallel_ranges(rows, tt::elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_for(rows, tt::row_grain(cols), tt::elementwise_threads(rows, cols),
+                     [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             const float *x = logits + r * cols;
             const float v = k.logsumexp(x, cols);
@@ -485,7 +490,8 @@ extern "C" TT_API tt_status tt_cross_entropy_backward(const float *logits, const
     const tt::RowNormKernels &k = tt::kernels_for(tt::active_isa());
     tt::report("cross_entropy_backward", k);
     if (n == 0) return TT_OK;
-    tt::parallel_ranges(rows, tt::elementwise_threads(rows, cols), [&](int64_t r0, int64_t r1, int) {
+    tt::parallel_for(rows, tt::row_grain(cols), tt::elementwise_threads(rows, cols),
+                     [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             float *out = grad_logits + r * cols;
             if (target[r] == ignore_index) {

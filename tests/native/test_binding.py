@@ -264,7 +264,7 @@ def _ctype_for(c_type: str):
     c_type = c_type.replace("const ", "").strip()
     if c_type == "char *":
         return ctypes.c_char_p
-    if c_type.endswith("*"):
+    if c_type.endswith("*") or c_type.endswith("_fn"):  # tt_*_fn: a function-pointer typedef
         return ctypes.c_void_p
     return {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "float": ctypes.c_float, "double": ctypes.c_double,
             "void": None, "tt_status": ctypes.c_int, "tt_isa": ctypes.c_int}[c_type]
