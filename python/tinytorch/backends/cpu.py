@@ -952,8 +952,9 @@ def _pack_for(lib, weight_q, packs):
 
 
 def quantized_pack(weight_q, packs):
-    """Pack the (K, N) int8 weight for the active INT8 kernel into ``packs`` (done once, when
-    a QuantizedLinear is built); declines where the runtime has no tt_qgemm_*."""
+    """Pack the (K, N) int8 weight ``weight_q`` for the active INT8 kernel into the dict
+    ``packs`` (done once, when a QuantizedLinear is built); declines where the runtime has no
+    tt_qgemm_*."""
     if not _qgemm_ready(weight_q.shape[0]):
         return NotImplemented
     _pack_for(_native.lib, weight_q, packs)
@@ -961,7 +962,7 @@ def quantized_pack(weight_q, packs):
 
 
 def quantize_rows(x):
-    """tt_qgemm_quantize_rows on a float32 (M, K) array: (q uint8, scale, zero_point)."""
+    """tt_qgemm_quantize_rows on ``x``, a float32 (M, K) array: (q uint8, scale, zero_point)."""
     if not _native.has_qgemm() or x.dtype != _F32:
         return NotImplemented
     x = np.ascontiguousarray(x)
@@ -979,7 +980,7 @@ def quantize_rows(x):
 def quantized_matmul(q, zero_point, weight_q, packs):
     """Exact int32 ``(q - zero_point[:, None]) @ weight_q`` through tt_qgemm_u8s8s32 (q uint8
     (M, K)); the zero point is folded in with the weight's column sums, in int32 (exact:
-    the result is bounded by K * 255 * 128 < 2^31)."""
+    the result is bounded by K * 255 * 128 < 2^31). ``packs`` caches the packed weight."""
     k, n = weight_q.shape
     if not _qgemm_ready(k) or q.dtype != np.uint8:
         return NotImplemented
@@ -999,7 +1000,9 @@ def quantized_matmul(q, zero_point, weight_q, packs):
 
 def quantized_linear(x, weight_q, weight_scale, bias, activation, packs):
     """act(float(sum (q - zx) w) * (sx * ws) + bias) in one tt_qgemm_f32 call (quantization,
-    exact int32 product and epilogue in the runtime) for float32 x (M, K)."""
+    exact int32 product and epilogue in the runtime) for float32 x (M, K): w is ``weight_q``,
+    ws ``weight_scale``, act the ``activation`` (None, "relu", "gelu"); ``packs`` caches the
+    packed weight."""
     k, n = weight_q.shape
     if not _qgemm_ready(k) or x.dtype != _F32:
         return NotImplemented

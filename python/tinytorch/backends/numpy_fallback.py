@@ -413,13 +413,15 @@ def quantize_rows(x):
 
 
 def quantized_pack(weight_q, packs):
-    """Nothing to pack: NumPy multiplies the (K, N) int8 weight as it is."""
+    """Nothing to pack: NumPy multiplies the (K, N) int8 ``weight_q`` as it is (``packs``
+    stays empty)."""
     return None
 
 
 def quantized_matmul(q, zero_point, weight_q, packs):
     """int32 ``(q - zero_point[:, None]) @ weight_q``, exact: summed in int64 (NumPy's
-    integer matmul has no BLAS; this is the slow, always-available path)."""
+    integer matmul has no BLAS; this is the slow, always-available path). ``packs`` is
+    unused here."""
     record_path("numpy")
     a = q.astype(np.int64) - np.asarray(zero_point, np.int64)[:, None]
     return (a @ weight_q.astype(np.int64)).astype(np.int32)
@@ -427,8 +429,9 @@ def quantized_matmul(q, zero_point, weight_q, packs):
 
 def quantized_linear(x, weight_q, weight_scale, bias, activation, packs):
     """The runtime's tt_qgemm_f32 in NumPy: quantize the rows of x (float32 (M, K)), the
-    exact int32 product, then float32 ``acc * (sx * ws) + bias`` and the activation
-    (None, "relu" or "gelu", the tanh GELU of ``bias_gelu``)."""
+    exact int32 product with ``weight_q``, then float32 ``acc * (sx * weight_scale) + bias``
+    and the ``activation`` (None, "relu" or "gelu", the tanh GELU of ``bias_gelu``);
+    ``packs`` is unused here."""
     q, sx, zx = quantize_rows(x)
     acc = quantized_matmul(q, zx, weight_q, packs)
     pre = acc.astype(np.float32) * (sx[:, None] * weight_scale[None, :])

@@ -699,7 +699,7 @@ def quantized_linear(x: np.ndarray, weight_q: np.ndarray, weight_scale: np.ndarr
                      bias: np.ndarray | None = None, activation: str | None = None,
                      packs: dict | None = None) -> np.ndarray:
     """The int8 Linear layer: each row of ``x`` (M, K) quantized as ``quantize_rows`` does
-    (sx, zx), the exact product with the int8 weight (K, N), then float32
+    (sx, zx), the exact product with the int8 weight ``weight_q`` (K, N), then float32
     ``pre = (sum (q - zx) w) * (sx * weight_scale) ``, ``y = act(pre + bias)``; activation
     None, "relu" or "gelu" (the tanh GELU of ``bias_gelu``), fused into the runtime's call.
     ``weight_scale`` has N per-output-channel scales; ``packs`` as in ``quantized_pack``."""

@@ -138,7 +138,8 @@ def _ours_from_hf(hf: dict, config: dict, tie: bool) -> dict:
 
 def load_gpt2_folder(gpt_class, folder, dropout: float = 0.0):
     """A ``gpt_class`` (our GPT) built from the config of the GPT-2 folder ``folder`` and
-    loaded with its weights; see the module docstring for the mapping and the refusals."""
+    loaded with its weights (``dropout`` is the new model's dropout rate: GPT-2 folders do
+    not say it); see the module docstring for the mapping and the refusals."""
     folder = os.fspath(folder)
     config = _read_config(folder)
     tie = bool(config.get("tie_word_embeddings", True))

@@ -215,7 +215,7 @@ class QuantizedRows:
 
 
 def quantize_rows(x) -> QuantizedRows:
-    """Dynamic per-row asymmetric u8 quantization of a float (M, K) Tensor or array, the one
+    """Dynamic per-row asymmetric u8 quantization of ``x``, a float (M, K) Tensor or array, the one
     QuantizedLinear applies to its input (formula: tinytorch.h tt_qgemm_quantize_rows; the
     runtime and the NumPy fallback give the same bits). ValueError for inf or NaN."""
     q, scale, zp = acceleration.quantize_rows(_array(x))

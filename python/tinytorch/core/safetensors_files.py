@@ -80,7 +80,8 @@ def _refuse(who: str, path: str, why) -> ValueError:
 
 
 def load_safetensors(path, who: str = "load_safetensors") -> dict:
-    """Every array stored in the .safetensors file at ``path`` (name -> array, in file order)."""
+    """Every array stored in the .safetensors file at ``path`` (name -> array, in file order);
+    ``who`` names the caller in error messages."""
     lib = _library(who)
     path = os.fspath(path)
     try:
@@ -119,7 +120,8 @@ def _check_header(data: bytes, who: str, path: str) -> dict:
 
 
 def read_metadata(path, who: str = "read_metadata") -> dict:
-    """The ``__metadata__`` map of the .safetensors file at ``path`` ({} when there is none)."""
+    """The ``__metadata__`` map of the .safetensors file at ``path`` ({} when there is none);
+    ``who`` names the caller in error messages."""
     lib = _library(who)
     path = os.fspath(path)
     try:
@@ -147,7 +149,8 @@ def save_state_file(path, arrays: dict) -> str:
 
 
 def load_state_file(path, who: str) -> dict:
-    """The arrays of a file written by ``save_state_file`` (or any .safetensors / .npz file)."""
+    """The arrays of the file at ``path`` written by ``save_state_file`` (or any .safetensors /
+    .npz file); ``who`` names the caller in error messages."""
     path = os.fspath(path)
     if path.endswith(SUFFIX) or (not path.endswith(".npz") and _looks_like_safetensors(path)):
         return load_safetensors(path, who)

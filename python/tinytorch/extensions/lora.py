@@ -275,7 +275,7 @@ def save_lora(model: Layer, path) -> str:
 
 
 def load_lora(model: Layer, path) -> None:
-    """Load adapters written by ``save_lora`` into ``model`` (which already holds the same
+    """Load adapters written by ``save_lora`` to ``path`` into ``model`` (which already holds the same
     LoRALinear layers); refuses missing, unexpected or mis-shaped names."""
     load_lora_state_dict(model, load_state_file(path, "load_lora"))
 
