@@ -423,3 +423,19 @@ def test_error_types_for_bad_input_match_upstream():
     from tinytorch.core.dataloader import TensorDataset
     with pytest.raises(ValueError):
         TensorDataset(np.ones((3, 2)), np.ones(4))
+
+
+def test_cross_entropy_accepts_whole_number_float_labels():
+    """Upstream writes labels as float32 Tensors: whole numbers are class ids; fractions are refused."""
+    import numpy as np
+    import pytest
+    from tinytorch.core.losses import CrossEntropyLoss
+    from tinytorch.core.tensor import Tensor
+    logits = Tensor(np.array([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0]], dtype=np.float32))
+    as_float = CrossEntropyLoss()(logits, Tensor([0.0, 2.0])).data
+    as_int = CrossEntropyLoss()(logits, np.array([0, 2])).data
+    np.testing.assert_allclose(as_float, as_int, rtol=1e-6)
+    with pytest.raises(TypeError, match="class index"):
+        CrossEntropyLoss()(logits, Tensor([0.5, 2.0]))
+    with pytest.raises(ValueError, match="out of range"):
+        CrossEntropyLoss()(logits, Tensor([0.0, 3.0]))

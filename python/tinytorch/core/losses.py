@@ -158,7 +158,9 @@ def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: flo
     Args:
         logits: floating-point Tensor of shape (N, C), (C,) or (N, C, d1, ...).
         target: integer class indices of shape (N,), () or (N, d1, ...), values in
-            [0, C) or ``ignore_index``. Never receives a gradient.
+            [0, C) or ``ignore_index``; a float array of whole numbers is read as class
+            indices (upstream's float32 labels), other floats are a TypeError. Never
+            receives a gradient.
         ignore_index: target value that contributes neither loss nor gradient.
         label_smoothing: eps in [0, 1]; the target distribution becomes
             (1 - eps) * one_hot + eps / C.
@@ -170,9 +172,12 @@ def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: flo
         raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
     logits = _pred(logits, "CrossEntropyLoss")
     t = _target_array(target)
+    if t.dtype.kind == "f" and t.size and np.all(np.isfinite(t)) and np.all(t == np.round(t)):
+        t = t.astype(np.int64)  # upstream writes labels as float Tensors: whole numbers are class ids
     if t.dtype.kind not in "iu":
-        raise TypeError(f"CrossEntropyLoss: targets must be integer class indices, got dtype {t.dtype} "
-                        "(cast with .astype(np.int64))")
+        raise TypeError(f"CrossEntropyLoss: targets must be integer class indices (one class index per "
+                        f"sample; whole-number floats are accepted), got dtype {t.dtype} "
+                        "with non-integral values (cast with .astype(np.int64))")
     shape = logits.data.shape
     if len(shape) == 0:
         raise ValueError("CrossEntropyLoss: logits must have a class dimension, got a 0-d tensor")
