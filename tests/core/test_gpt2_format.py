@@ -1,7 +1,7 @@
 """GPT-2 folders: GPT.from_pretrained matches GPT2LMHeadModel's logits within 1e-4 and its greedy
 tokens for 32 steps (with and without the KV cache); a GPT fine-tuned here and written with
 save_pretrained loads in transformers with the same logits; a wrong q/k/v mapping breaks parity.
-Needs transformers (skipped without it; the checked-in fallback folder is not built yet)."""
+Needs transformers (skipped without it; tests/core/test_gpt2_tiny_folder.py checks the checked-in folder without it)."""
 import numpy as np
 import pytest
 
