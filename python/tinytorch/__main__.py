@@ -52,6 +52,15 @@ def cmd_info(args) -> int:
     for name, (ok, detail) in backends.all_backends().items():
         brows.append((name, ("yes  " if ok else "no   ") + detail))
     print(_table(brows))
+    fmt = []  # model file formats: optional extras, imported only here
+    for mod, what, extra in (("safetensors", "Layer.save/load .safetensors, GPT.from_pretrained", "safetensors"),
+                             ("onnx", "tinytorch.export.to_onnx", "onnx"), ("onnxruntime", "serving exported .onnx", "onnx")):
+        try:
+            __import__(mod)
+            fmt.append((mod, "yes  " + what))
+        except ImportError:
+            fmt.append((mod, f"no   not installed: pip install 'tinytorch[{extra}]'"))
+    print("\nModel formats (.npz always)\n" + _table(fmt))
     return 0
 
 
