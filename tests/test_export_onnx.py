@@ -44,3 +44,11 @@ def test_a_wrong_mapping_breaks_parity(tmp_path, monkeypatch):
 def test_unsupported_layer_is_named(tmp_path):
     with pytest.raises(ValueError, match="Dropout"):
         export.to_onnx(Sequential(Linear(4, 4), Dropout(0.1)), np.zeros((1, 4), np.float32), tmp_path / "x.onnx")
+
+
+def test_without_onnx_import_error_says_what_to_install(tmp_path, monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(ImportError, match="pip install"):
+        export.to_onnx(_mlp(), np.zeros((1, 4, 4), np.float32), tmp_path / "x.onnx")
+    assert not (tmp_path / "x.onnx").exists()
