@@ -59,6 +59,7 @@ from tinytorch.scorecard.measure import (  # noqa: E402,F401
     SETTLE_SECONDS, Threads, measure_rounds, optimizer_state_bytes, time_steps)
 from tinytorch.scorecard.peak import (  # noqa: E402,F401
     copy_bandwidth, fma_ceiling, fma_peaks, merge_peaks, percent_of_peak)
+from tinytorch._atomic import save_figure  # noqa: E402,F401  (plots survive a kill, as reports do)
 
 try:
     from threadpoolctl import threadpool_info, threadpool_limits

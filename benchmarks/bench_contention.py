@@ -210,6 +210,7 @@ def main():
 
 
 def plot(results, engines, args, default):
+    import _common as C
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -235,7 +236,7 @@ def plot(results, engines, args, default):
         ax.legend(fontsize=7)
     fig.tight_layout()
     path = os.path.splitext(args.report)[0] + ".png"
-    fig.savefig(path, dpi=110)
+    C.save_figure(fig, path, dpi=110)  # atomic: a kill never leaves half a PNG
     plt.close(fig)
     return path
 

@@ -104,7 +104,7 @@ def plot(all_runs, shapes, threads, path_png):
         ax.set_title(f"bias + GELU forward, {nt} thread{'s' if nt > 1 else ''}")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path_png, dpi=110)
+    C.save_figure(fig, path_png, dpi=110)  # atomic: a kill never leaves half a PNG
     plt.close(fig)
 
 

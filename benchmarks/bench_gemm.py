@@ -104,7 +104,7 @@ def plot(all_runs, sizes, threads, ceilings, path_png, score, path_score):
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path_png, dpi=110)
+    C.save_figure(fig, path_png, dpi=110)  # atomic: a kill never leaves half a PNG
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(8, 3.8))
@@ -115,7 +115,7 @@ def plot(all_runs, sizes, threads, ceilings, path_png, score, path_score):
     for i, r in enumerate(score[::-1]):
         ax.text(r[2] * 1.1, i, f"{r[2]:.3g}", va="center", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path_score, dpi=110)
+    C.save_figure(fig, path_score, dpi=110)  # atomic: a kill never leaves half a PNG
     plt.close(fig)
 
 

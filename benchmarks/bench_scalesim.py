@@ -179,7 +179,7 @@ def plot(models, path_png):
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
     fig.legend(handles, [f"{k} dataflow" for k in colors], loc="lower center", ncol=3, fontsize=8)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    fig.savefig(path_png, dpi=110)
+    C.save_figure(fig, path_png, dpi=110)  # atomic: a kill never leaves half a PNG
     plt.close(fig)
 
 

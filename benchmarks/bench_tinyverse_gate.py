@@ -52,7 +52,7 @@ def plot(curve, path):
     ax.set_title(f"TinyPy, {curve['train_seconds']:.0f} s of single-core training "
                  f"({curve['budget_clock']} time): compiler gate vs loss", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    C.save_figure(fig, path, dpi=110)  # atomic: a kill never leaves half a PNG
     plt.close(fig)
 
 

@@ -150,7 +150,7 @@ TT_API const char *tt_isa_env_error(void);
  * turns it off). Small problems run on the caller alone (each kernel family's rule is in
  * runtime/core/config.h). A kernel called from inside a chunk, or from a second thread
  * while the pool is busy, runs on its calling thread alone. Idle workers spin for
- * TINYTORCH_SPIN_US microseconds (default 100) and then sleep. The pool is rebuilt in a
+ * TINYTORCH_SPIN_US microseconds (default 20) and then sleep. The pool is rebuilt in a
  * child after fork(). */
 #define TT_MAX_THREADS 256
 TT_API tt_status tt_set_num_threads(int n);
