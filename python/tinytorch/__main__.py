@@ -52,6 +52,9 @@ def cmd_info(args) -> int:
     for name, (ok, detail) in backends.all_backends().items():
         brows.append((name, ("yes  " if ok else "no   ") + detail))
     print(_table(brows))
+    from .distributed import available as mpi_available  # mpi4py is imported lazily, only here
+    ok, detail = mpi_available()
+    print("\nDistributed (MPI)\n" + _table([("mpi4py", ("yes  " if ok else "no   ") + detail)]))
     fmt = []  # model file formats: optional extras, imported only here
     for mod, what, extra in (("safetensors", "Layer.save/load .safetensors, GPT.from_pretrained", "safetensors"),
                              ("onnx", "tinytorch.export.to_onnx", "onnx"), ("onnxruntime", "serving exported .onnx", "onnx")):
