@@ -23,7 +23,15 @@ MODULES = sorted(p.stem for p in CORE.glob("*.py") if p.stem != "__init__")
 
 # Imports inside functions, each with the reason it cannot be at the top of its module.
 # (module, imported module) -> reason. Empty today: every core import is at the top.
-FUNCTION_LEVEL_IMPORTS: dict = {}
+FUNCTION_LEVEL_IMPORTS: dict = {
+    # an optional dependency: imported when a .safetensors file is read or written, so the
+    # package imports without it and the error names what to install
+    ("safetensors_files", "import safetensors"): "optional package",
+    ("safetensors_files", "import safetensors.numpy"): "optional package",
+    # the package's __init__ imports the core lazily; reading its version at call time keeps
+    # core modules importable on their own
+    ("safetensors_files", "from .. import __version__"): "package version at call time",
+}
 
 
 def _tree(module: str) -> ast.Module:

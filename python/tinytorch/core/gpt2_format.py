@@ -40,6 +40,7 @@ import os
 import numpy as np
 
 from .._atomic import write_file
+from .layers import Linear
 from .safetensors_files import load_safetensors, save_safetensors
 
 __all__ = ["load_gpt2_folder", "save_gpt2_folder", "CONFIG_NAME", "WEIGHTS_NAME"]
@@ -152,14 +153,18 @@ def load_gpt2_folder(gpt_class, folder, dropout: float = 0.0):
     return model
 
 
+def _tied(model) -> bool:
+    # A tied head holds the embedding's own Parameter (TiedLMHead); asked by identity, so this
+    # module never imports core/transformers (which imports it: no cycle).
+    return getattr(model.lm_head, "weight", None) is model.token_embedding.weight
+
+
 def _hf_from_ours(model) -> dict:
-    from .layers import Linear
-    from .transformers import TiedLMHead
     for name, m in model.named_modules():
         if name.endswith(_PROJECTIONS) and type(m) is not Linear:
             raise ValueError(f"GPT.save_pretrained: {name} is a {type(m).__name__}, not a plain Linear "
                              "(merge adapters first: extensions.lora.merge_and_unload)")
-    tied = isinstance(model.lm_head, TiedLMHead)
+    tied = _tied(model)
     if not tied and type(model.lm_head) is not Linear:
         raise ValueError(f"GPT.save_pretrained: lm_head is a {type(model.lm_head).__name__}, not a Linear")
     ours = model.state_dict()
@@ -179,7 +184,6 @@ def _hf_from_ours(model) -> dict:
 def save_gpt2_folder(model, folder) -> None:
     """Write ``model`` (our GPT) as a GPT-2 folder: config.json and model.safetensors, each
     replaced atomically; the folder is created when missing."""
-    from .transformers import TiedLMHead
     folder = os.fspath(folder)
     os.makedirs(folder, exist_ok=True)
     blocks = model.blocks
@@ -192,7 +196,7 @@ def save_gpt2_folder(model, folder) -> None:
               "resid_pdrop": pdrop, "embd_pdrop": pdrop, "attn_pdrop": pdrop,
               "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
               "reorder_and_upcast_attn": False, "initializer_range": 0.02,
-              "tie_word_embeddings": isinstance(model.lm_head, TiedLMHead),
+              "tie_word_embeddings": _tied(model),
               "bos_token_id": None, "eos_token_id": None, "dtype": "float32"}
     # "format": "pt" is what transformers requires of a safetensors file's metadata
     save_safetensors(os.path.join(folder, WEIGHTS_NAME), _hf_from_ours(model), metadata={"format": "pt"})

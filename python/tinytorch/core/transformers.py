@@ -41,6 +41,7 @@ from .activations import gelu
 from .attention import MultiHeadAttention
 from .autograd import Function, no_grad
 from .embeddings import Embedding, PositionalEmbedding, check_token_ids
+from .gpt2_format import load_gpt2_folder, save_gpt2_folder
 from .kv_cache import generate_with_cache
 from .layers import Dropout, Layer, Linear, Parameter
 from .random import get_generator
@@ -308,13 +309,11 @@ class GPT(Layer):
     def from_pretrained(cls, folder) -> "GPT":
         """A GPT holding the weights of the Hugging Face GPT-2 folder ``folder`` (config.json
         and model.safetensors, as ``save_pretrained`` writes them); see core/gpt2_format.py."""
-        from .gpt2_format import load_gpt2_folder
         return load_gpt2_folder(cls, folder)
 
     def save_pretrained(self, folder) -> None:
         """Write this GPT as a Hugging Face GPT-2 folder (config.json, model.safetensors) that
         ``GPT2LMHeadModel.from_pretrained`` and ``GPT.from_pretrained`` read."""
-        from .gpt2_format import save_gpt2_folder
         save_gpt2_folder(self, folder)
 
     def _init_weights(self) -> None:
