@@ -225,7 +225,10 @@ def test_cli_info_reports_isa_and_backends(lib):
     from tinytorch import backends
     names = [b.name for b in backends.registered()]
     assert {"numpy", "cpu:" + native.isa(), "triton", "cuda", "mps"} <= set(names)
-    listed = {line.split()[0]: line for line in text.splitlines()[text.splitlines().index("Accelerator back ends") + 1:]}
+    lines = text.splitlines()
+    section = lines[lines.index("Accelerator back ends") + 1:]
+    section = section[:section.index("")] if "" in section else section  # up to the next section
+    listed = {line.split()[0]: line for line in section}
     assert set(listed) == set(names)
     assert " yes " in listed["cpu:" + native.isa()] and " yes " in listed["numpy"]
     for name, line in listed.items():
