@@ -249,7 +249,8 @@ def _our_model(cfg: dict, weights: str):
 
 
 def _our_train_step(model, x, y, checkpointed: bool):
-    from tinytorch.extensions import checkpoint
+    if checkpointed:  # imported only when asked: the extensions package is not needed otherwise
+        from tinytorch.extensions.activation_checkpoint import checkpoint
     opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     v = model.vocab_size
 
