@@ -1,10 +1,10 @@
 """The GEMMs real models make: every matrix product of one training step, per shape and per model.
 
 The shapes are not guessed: one training step of each benchmark model (the GPT of
-bench_gpt.py, the CNN and the MLP of bench_training.py) runs with the runtime's two GEMM
-entry points wrapped (tinytorch.backends.cpu's ``_gemm_native`` and ``_batched_native``),
-which records (transA, transB, M, N, K) of every plain call and (batch, M, N, K) of every
-strided-batched one, with how often each occurs in the step. Each distinct shape is then
+bench_gpt.py, the CNN and the MLP of bench_training.py) runs inside
+tinytorch.backends.cpu's ``observe_gemms`` hook (the runtime's two GEMM entry points report
+each call), which records (transA, transB, M, N, K) of every plain call and (batch, M, N, K)
+of every strided-batched one, with how often each occurs in the step. Each distinct shape is then
 timed three ways on the same operands:
 
   TinyTorch   the runtime's tt_sgemm / tt_sgemm_strided_batched with the recorded transpose
@@ -41,25 +41,10 @@ def record_step(step) -> collections.Counter:
     """Run step() once with the runtime's GEMM entry points wrapped; returns a Counter of
     ("gemm", ta, tb, M, N, K) and ("batched", batch, M, N, K) keys."""
     calls = collections.Counter()
-    plain, batched = cpu_backend._gemm_native, cpu_backend._batched_native
-
-    def gemm_spy(lib, a, b, trans_a, trans_b, alpha, beta, out):
-        m = a.shape[1] if trans_a else a.shape[0]
-        k = a.shape[0] if trans_a else a.shape[1]
-        n = b.shape[0] if trans_b else b.shape[1]
-        calls[("gemm", bool(trans_a), bool(trans_b), m, n, k)] += 1
-        return plain(lib, a, b, trans_a, trans_b, alpha, beta, out)
-
-    def batched_spy(lib, a, b):
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        calls[("batched", int(np.prod(batch)), a.shape[-2], b.shape[-1], a.shape[-1])] += 1
-        return batched(lib, a, b)
-
-    cpu_backend._gemm_native, cpu_backend._batched_native = gemm_spy, batched_spy
-    try:
+    with cpu_backend.observe_gemms(
+            lambda ta, tb, m, n, k: calls.update([("gemm", ta, tb, m, n, k)]),
+            lambda batch, m, n, k: calls.update([("batched", batch, m, n, k)])):
         step()
-    finally:
-        cpu_backend._gemm_native, cpu_backend._batched_native = plain, batched
     return calls
 
 

@@ -264,6 +264,8 @@ def check_triton(dev: Device, check: Check, quick: bool) -> None:
         quick: smaller sizes.
     """
     from tinytorch.backends.numpy_fallback import bias_gelu, bias_gelu_backward
+    from tinytorch.backends.triton import gelu as triton_gelu_arrays
+    from tinytorch.backends.triton.buffers import CupyBuffer
     from tinytorch.extensions import triton_gelu as tg
     if not tg.has_triton_support() or tg.triton_build_info()["mode"] != "gpu":
         check.notes.append("Triton fused GELU not run: " + tg.triton_build_info()["detail"])
@@ -303,11 +305,11 @@ def check_triton(dev: Device, check: Check, quick: bool) -> None:
     copy_ms = dev.median_ms(copy, repeats=5, inner=10)
     copy_gbs = 2 * n_copy * 4 / copy_ms / 1e6
     check.row("device copy (d2d)", _elements(n_copy), f"{copy_ms:.3f}", f"{copy_gbs:.0f} GB/s", "100% (the roofline)")
-    kernels = tg._kernels()
-    wrap = (lambda d: d) if dev.name == "torch" else tg._CupyBuffer
+    kernels = triton_gelu_arrays.kernels()
+    wrap = (lambda d: d) if dev.name == "torch" else CupyBuffer
     for rows, cols in (GELU_SIZES[:1] if quick else GELU_SIZES):
         x, b, g, y = dev.randn((rows, cols)), dev.randn((cols,)), dev.randn((rows, cols)), dev.empty((rows, cols))
-        bm, bd, warps = tg._blocks(rows, cols, "gpu")
+        bm, bd, warps = triton_gelu_arrays.blocks(rows, cols, "gpu")
         partial, gb = dev.empty((-(-rows // bm), cols)), dev.empty((cols,))
         n = rows * cols
         # the launchers on preallocated buffers: the kernels' own time, not the wrapper's
@@ -373,8 +375,8 @@ def check_cuda(dev: Device, check: Check, quick: bool) -> None:
                 kernel = ctypes.c_float(0)
                 times = []
                 for _ in range(3 if size <= 4096 else 1):
-                    cuda_ops._check(lib, lib.tt_cuda_sgemm_device(stage_index, size, size, size, dev.ptr(a), dev.ptr(b),
-                                                                  dev.ptr(c), ctypes.byref(kernel)), "sgemm")
+                    _native.check(lib.tt_cuda_sgemm_device(stage_index, size, size, size, dev.ptr(a), dev.ptr(b),
+                                                        dev.ptr(c), ctypes.byref(kernel)), "sgemm", lib)
                     times.append(kernel.value)
                 ms = statistics.median(times)
                 last = (size, ms / 1e3)
@@ -391,8 +393,8 @@ def check_cuda(dev: Device, check: Check, quick: bool) -> None:
         times = (ctypes.c_float * 3)()
         runs = []
         for _ in range(3):
-            cuda_ops._check(lib, lib.tt_cuda_sgemm(3, size, size, size, a.ctypes.data, b.ctypes.data,
-                                                   c.ctypes.data, times), "sgemm")
+            _native.check(lib.tt_cuda_sgemm(3, size, size, size, a.ctypes.data, b.ctypes.data,
+                                         c.ctypes.data, times), "sgemm", lib)
             runs.append(tuple(times))
         h2d, kern, d2h = (statistics.median(r[i] for r in runs) for i in range(3))
         acceleration.matmul(a, b)

@@ -366,12 +366,23 @@ def last_error() -> str:
     return lib.tt_last_error().decode() if lib is not None else _reason
 
 
-def check(status: int, what: str = "") -> None:
-    """Raise the exception that matches a non-OK status, with the library's message."""
+def check(status: int, what: str = "", library=None) -> None:
+    """Raise the exception that matches a non-OK status, with the library's message: the
+    package's one mapping of tt_status to Python exceptions (MemoryError for
+    TT_ERR_OUT_OF_MEMORY, RuntimeError for TT_ERR_UNSUPPORTED / TT_ERR_INTERNAL, ValueError
+    for the rest).
+
+    Args:
+        status: the int a runtime call returned (TT_OK returns quietly).
+        what: names the operation in the message.
+        library: whose last error to read: None for libtinytorch, or the loaded
+            libtinytorch_cuda (``load_cuda()[0]``), whose message is ``tt_cuda_last_error``.
+    """
     if status == TT_OK:
         return
     name = STATUS_NAMES.get(status, f"status {status}")
-    msg = f"{lib.tt_last_error().decode()} [{name}]"
+    last = lib.tt_last_error if library is None else library.tt_cuda_last_error
+    msg = f"{last().decode()} [{name}]"
     if what:
         msg = f"{what}: {msg}"
     if status == 5:

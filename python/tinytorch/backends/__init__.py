@@ -222,4 +222,4 @@ def record_native_path() -> None:
 
 
 # The built-in back ends register themselves on import.
-from . import cpu, devices, fusion, numpy_fallback  # noqa: E402,F401
+from . import cpu, triton, cuda, mps, fusion, numpy_fallback  # noqa: E402,F401

@@ -44,6 +44,7 @@ bench_gelu.py report both ("fresh output" columns).
 from __future__ import annotations
 
 import ctypes
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -63,11 +64,6 @@ NATIVE_MIN_HALF_GEMM_WORK = 1 << 10
 
 _F32 = np.dtype(np.float32)
 _F16 = np.dtype(np.float16)
-
-
-def _check(status: int, what: str) -> None:
-    if status != 0:
-        _native.check(status, what)
 
 
 # --------------------------------------------------------------------------------------
@@ -140,7 +136,7 @@ def _gemm_native(lib, a, b, trans_a, trans_b, alpha, beta, out):
         status = lib.tt_sgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, alpha,
                               _address(a_arr), lda, _address(b_arr), ldb, 0.0,
                               _address(target), max(n, 1))
-        _check(status, "gemm")
+        _native.check(status, "gemm")
         record_native_path()
         return target
     if out.dtype == _F32 and out.shape == (m, n) and out.flags.writeable \
@@ -155,7 +151,7 @@ def _gemm_native(lib, a, b, trans_a, trans_b, alpha, beta, out):
     status = lib.tt_sgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, alpha,
                           a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, beta,
                           target.ctypes.data, ldc)
-    _check(status, "gemm")
+    _native.check(status, "gemm")
     record_native_path()
     if target is not out:
         np.copyto(out, target)
@@ -209,9 +205,43 @@ def _batched_native(lib, a, b):
     status = lib.tt_sgemm_strided_batched(int(a_flip), int(b_flip), m, n, k, 1.0,
                                           a3.ctypes.data, lda, sa, b3.ctypes.data, ldb, sb, 0.0,
                                           out.ctypes.data, max(n, 1), m * n, count)
-    _check(status, "matmul")
+    _native.check(status, "matmul")
     record_native_path()
     return out
+
+
+@contextmanager
+def observe_gemms(on_gemm, on_batched):
+    """Inside the block, every native GEMM this module runs is reported before it runs:
+    ``on_gemm(trans_a, trans_b, m, n, k)`` for a tt_sgemm call and ``on_batched(batch, m, n,
+    k)`` for a tt_sgemm_strided_batched one (benchmarks/bench_model_gemms.py records a
+    training step's shapes this way). Outside it the entry points are the plain ones, so
+    the hook costs nothing when unused; not for concurrent use from several threads.
+
+    Args:
+        on_gemm: callable(trans_a: bool, trans_b: bool, m, n, k).
+        on_batched: callable(batch: int, m, n, k).
+    """
+    global _gemm_native, _batched_native
+    plain, batched = _gemm_native, _batched_native
+
+    def gemm_seen(lib, a, b, trans_a, trans_b, alpha, beta, out):
+        m = a.shape[1] if trans_a else a.shape[0]
+        k = a.shape[0] if trans_a else a.shape[1]
+        n = b.shape[0] if trans_b else b.shape[1]
+        on_gemm(bool(trans_a), bool(trans_b), m, n, k)
+        return plain(lib, a, b, trans_a, trans_b, alpha, beta, out)
+
+    def batched_seen(lib, a, b):
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        on_batched(int(np.prod(batch)), a.shape[-2], b.shape[-1], a.shape[-1])
+        return batched(lib, a, b)
+
+    _gemm_native, _batched_native = gemm_seen, batched_seen
+    try:
+        yield
+    finally:
+        _gemm_native, _batched_native = plain, batched
 
 
 def _matmul_work(a: np.ndarray, b: np.ndarray):
@@ -299,7 +329,7 @@ def _hgemm_native(lib, a, b, trans_a, trans_b):
     status = lib.tt_hgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, 1.0,
                           a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, 0.0,
                           out.ctypes.data, max(n, 1))
-    _check(status, "gemm (float16)")
+    _native.check(status, "gemm (float16)")
     record_native_path()
     return out
 
@@ -340,7 +370,7 @@ def _bias_gelu_native(lib, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray
     cols = x.shape[-1]
     status = lib.tt_bias_gelu_forward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
                                       y.ctypes.data, x.size // max(cols, 1), cols)
-    _check(status, "bias_gelu")
+    _native.check(status, "bias_gelu")
     record_native_path()
     return y
 
@@ -356,7 +386,7 @@ def _bias_gelu_backward_native(lib, x, bias, grad):
                                        gc.ctypes.data, gx.ctypes.data,
                                        None if gb is None else gb.ctypes.data,
                                        x.size // max(cols, 1), cols)
-    _check(status, "bias_gelu_backward")
+    _native.check(status, "bias_gelu_backward")
     record_native_path()
     return gx, gb
 
@@ -481,7 +511,7 @@ def attention(q, k, v, mask, causal, scale, any_size):
                                       _strides_arg(sk_), v3.ctypes.data, _strides_arg(sv_),
                                       o3.ctypes.data, _strides_arg(so_), lse.ctypes.data, b, h,
                                       sq, sk, d, float(scale), int(causal))
-    _check(status, "attention")
+    _native.check(status, "attention")
     record_native_path()
     return out, lse
 
@@ -521,7 +551,7 @@ def attention_backward(q, k, v, out, lse, grad, mask, causal, scale, need, any_s
                                        o3.ctypes.data, _strides_arg(s_o), g3.ctypes.data,
                                        _strides_arg(s_g), lse.ctypes.data, *args, b, h, sq, sk,
                                        d, float(scale), int(causal))
-    _check(status, "attention_backward")
+    _native.check(status, "attention_backward")
     record_native_path()
     return tuple(grads)
 
@@ -563,7 +593,7 @@ def layer_norm(x, gamma, beta, eps, any_size):
     status = _native.lib.tt_layernorm_forward(xc.ctypes.data, _opt_address(g), _opt_address(b),
                                               y.ctypes.data, mean.ctypes.data, rstd.ctypes.data,
                                               rows, cols, float(eps))
-    _check(status, "layer_norm")
+    _native.check(status, "layer_norm")
     record_native_path()
     return y, mean, rstd
 
@@ -590,7 +620,7 @@ def layer_norm_backward(x, gamma, mean, rstd, grad, need, any_size):
     status = _native.lib.tt_layernorm_backward(xc.ctypes.data, _opt_address(g), mc.ctypes.data,
                                                rc.ctypes.data, gc.ctypes.data, _opt_address(gx),
                                                _opt_address(gg), _opt_address(gb), rows, cols)
-    _check(status, "layer_norm_backward")
+    _native.check(status, "layer_norm_backward")
     record_native_path()
     return gx, gg, gb
 
@@ -603,7 +633,7 @@ def _softmax_forward(x, axis, any_size, log):
     xc = np.ascontiguousarray(x)
     y = np.empty(x.shape, dtype=_F32)
     fn = _native.lib.tt_log_softmax_forward if log else _native.lib.tt_softmax_forward
-    _check(fn(xc.ctypes.data, y.ctypes.data, None, rows, cols),
+    _native.check(fn(xc.ctypes.data, y.ctypes.data, None, rows, cols),
            "log_softmax" if log else "softmax")
     record_native_path()
     return y
@@ -617,7 +647,7 @@ def _softmax_backward(y, grad, axis, any_size, log):
     yc, gc = np.ascontiguousarray(y), np.ascontiguousarray(grad)
     gx = np.empty(y.shape, dtype=_F32)
     fn = _native.lib.tt_log_softmax_backward if log else _native.lib.tt_softmax_backward
-    _check(fn(yc.ctypes.data, gc.ctypes.data, gx.ctypes.data, rows, cols),
+    _native.check(fn(yc.ctypes.data, gc.ctypes.data, gx.ctypes.data, rows, cols),
            "log_softmax_backward" if log else "softmax_backward")
     record_native_path()
     return gx
@@ -670,7 +700,7 @@ def cross_entropy(logits, target, ignore_index, label_smoothing, any_size):
     tc = np.ascontiguousarray(target, dtype=_I64)
     loss = np.empty((m,), dtype=_F32)
     lse = np.empty((m,), dtype=_F32)
-    _check(_native.lib.tt_cross_entropy_forward(xc.ctypes.data, tc.ctypes.data, loss.ctypes.data,
+    _native.check(_native.lib.tt_cross_entropy_forward(xc.ctypes.data, tc.ctypes.data, loss.ctypes.data,
                                                 lse.ctypes.data, m, c, int(ignore_index)),
            "cross_entropy")
     record_native_path()
@@ -690,7 +720,7 @@ def cross_entropy_backward(logits, target, lse, grad_rows, ignore_index, label_s
     tc = np.ascontiguousarray(target, dtype=_I64)
     lc, gc = np.ascontiguousarray(lse), np.ascontiguousarray(grad_rows)
     grad = np.empty((m, c), dtype=_F32)
-    _check(_native.lib.tt_cross_entropy_backward(xc.ctypes.data, tc.ctypes.data, lc.ctypes.data,
+    _native.check(_native.lib.tt_cross_entropy_backward(xc.ctypes.data, tc.ctypes.data, lc.ctypes.data,
                                                  gc.ctypes.data, grad.ctypes.data, m, c,
                                                  int(ignore_index)),
            "cross_entropy_backward")
@@ -731,7 +761,7 @@ def adam_step(params, grads, exp_avgs, exp_avg_sqs, steps, lr, betas, eps, weigh
     count = len(params)
     numel = (ctypes.c_int64 * count)(*[p.size for p in params])
     step_counts = (ctypes.c_int64 * count)(*[int(t) for t in steps])
-    _check(_native.lib.tt_adam_step(count, _pointers(params), _pointers(grads), _pointers(exp_avgs),
+    _native.check(_native.lib.tt_adam_step(count, _pointers(params), _pointers(grads), _pointers(exp_avgs),
                                     _pointers(exp_avg_sqs), numel, step_counts, float(lr),
                                     float(betas[0]), float(betas[1]), float(eps),
                                     float(weight_decay), int(bool(decoupled))),
@@ -748,7 +778,7 @@ def embedding(weight, ids):
     flat = np.ascontiguousarray(ids, dtype=_I64).reshape(-1)
     v, d = weight.shape
     out = np.empty(ids.shape + (d,), dtype=_F32)
-    _check(_native.lib.tt_embedding_forward(weight.ctypes.data, v, d, flat.ctypes.data, flat.size,
+    _native.check(_native.lib.tt_embedding_forward(weight.ctypes.data, v, d, flat.ctypes.data, flat.size,
                                             out.ctypes.data), "embedding")
     record_native_path()
     return out
@@ -764,7 +794,7 @@ def embedding_backward(grad, ids, vocab):
     g = np.ascontiguousarray(grad).reshape(-1, d)
     flat = np.ascontiguousarray(ids, dtype=_I64).reshape(-1)
     out = np.empty((vocab, d), dtype=_F32)
-    _check(_native.lib.tt_embedding_backward(g.ctypes.data, flat.ctypes.data, flat.size, d,
+    _native.check(_native.lib.tt_embedding_backward(g.ctypes.data, flat.ctypes.data, flat.size, d,
                                              out.ctypes.data, vocab, 0), "embedding_backward")
     record_native_path()
     return out
@@ -786,7 +816,7 @@ def im2col(x, kh, kw, sh, sw, ph, pw, oh, ow):
     xc = np.ascontiguousarray(x)
     n, c, h, w = xc.shape
     cols = np.empty((c * kh * kw, n * oh * ow), dtype=_F32)
-    _check(_native.lib.tt_im2col(xc.ctypes.data, n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
+    _native.check(_native.lib.tt_im2col(xc.ctypes.data, n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
                                  cols.ctypes.data), "im2col")
     record_native_path()
     return cols
@@ -800,7 +830,7 @@ def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
     cc = np.ascontiguousarray(cols)
     n, c, h, w = x_shape
     gx = np.empty(x_shape, dtype=_F32)
-    _check(_native.lib.tt_col2im(cc.ctypes.data, n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
+    _native.check(_native.lib.tt_col2im(cc.ctypes.data, n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
                                  gx.ctypes.data), "col2im")
     record_native_path()
     return gx
@@ -820,7 +850,7 @@ def max_pool2d(x, kh, kw, sh, sw, ph, pw, oh, ow):
         st = x.strides
     y = np.empty((n, c, oh, ow), dtype=_F32)
     argmax = np.empty((n, c, oh, ow), dtype=_I64)
-    _check(_native.lib.tt_maxpool2d_forward(x.ctypes.data, n, c, h, w, st[0] // 4, st[1] // 4,
+    _native.check(_native.lib.tt_maxpool2d_forward(x.ctypes.data, n, c, h, w, st[0] // 4, st[1] // 4,
                                             *_geometry(kh, kw, sh, sw, ph, pw), y.ctypes.data,
                                             argmax.ctypes.data), "max_pool2d")
     record_native_path()
@@ -856,7 +886,7 @@ def max_pool2d_backward(grad, argmax, x_shape, x_strides=None):
     else:
         base = np.empty(n * c * h * w, dtype=_F32)
         gx = np.lib.stride_tricks.as_strided(base, shape=x_shape, strides=strides)
-    _check(_native.lib.tt_maxpool2d_backward(gc.ctypes.data, ac.ctypes.data, n, c, h, w,
+    _native.check(_native.lib.tt_maxpool2d_backward(gc.ctypes.data, ac.ctypes.data, n, c, h, w,
                                              gc.shape[2], gc.shape[3], base.ctypes.data,
                                              strides[0] // 4, strides[1] // 4),
            "max_pool2d_backward")
@@ -891,7 +921,7 @@ def relu(x):
     if not (_has("tt_relu_forward") and _is_f32(x) and x.flags.aligned and _dense(x)):
         return NotImplemented
     y = np.empty_like(x)
-    _check(_native.lib.tt_relu_forward(x.ctypes.data, y.ctypes.data, x.size), "relu")
+    _native.check(_native.lib.tt_relu_forward(x.ctypes.data, y.ctypes.data, x.size), "relu")
     record_native_path()
     return y
 
@@ -906,7 +936,7 @@ def relu_backward(y, grad):
         np.copyto(g, grad)
         grad = g
     gx = np.empty_like(y)
-    _check(_native.lib.tt_relu_backward(y.ctypes.data, grad.ctypes.data, gx.ctypes.data,
+    _native.check(_native.lib.tt_relu_backward(y.ctypes.data, grad.ctypes.data, gx.ctypes.data,
                                         y.size), "relu_backward")
     record_native_path()
     return gx
@@ -941,11 +971,11 @@ def _pack_for(lib, weight_q, packs):
             return address, nbytes
     k, n = weight_q.shape
     size = ctypes.c_int64()
-    _check(lib.tt_qgemm_pack_size(k, n, kernel, ctypes.byref(size)), "quantized_pack")
+    _native.check(lib.tt_qgemm_pack_size(k, n, kernel, ctypes.byref(size)), "quantized_pack")
     buf = np.empty(size.value + 64, dtype=np.uint8)
     offset = (-buf.ctypes.data) % 64
     w = np.ascontiguousarray(weight_q, dtype=np.int8)
-    _check(lib.tt_qgemm_pack(kernel, k, n, w.ctypes.data, max(n, 1), buf.ctypes.data + offset,
+    _native.check(lib.tt_qgemm_pack(kernel, k, n, w.ctypes.data, max(n, 1), buf.ctypes.data + offset,
                              size.value), "quantized_pack")
     packs[kernel] = (buf, offset, size.value)
     return buf.ctypes.data + offset, size.value
@@ -970,7 +1000,7 @@ def quantize_rows(x):
     q = np.empty((m, k), np.uint8)
     scale = np.empty(m, np.float32)
     zp = np.empty(m, np.int32)
-    _check(_native.lib.tt_qgemm_quantize_rows(m, k, x.ctypes.data, max(k, 1), q.ctypes.data,
+    _native.check(_native.lib.tt_qgemm_quantize_rows(m, k, x.ctypes.data, max(k, 1), q.ctypes.data,
                                               max(k, 1), scale.ctypes.data, zp.ctypes.data),
            "quantize_rows")
     record_native_path()
@@ -989,7 +1019,7 @@ def quantized_matmul(q, zero_point, weight_q, packs):
     m = q.shape[0]
     address, nbytes = _pack_for(lib, weight_q, packs)
     out = np.empty((m, n), np.int32)
-    _check(lib.tt_qgemm_u8s8s32(m, n, k, q.ctypes.data, max(k, 1), address, nbytes,
+    _native.check(lib.tt_qgemm_u8s8s32(m, n, k, q.ctypes.data, max(k, 1), address, nbytes,
                                 out.ctypes.data, max(n, 1)), "quantized_matmul")
     record_native_path()
     colsum = weight_q.sum(axis=0, dtype=np.int32)
@@ -1011,7 +1041,7 @@ def quantized_linear(x, weight_q, weight_scale, bias, activation, packs):
     m = x.shape[0]
     address, nbytes = _pack_for(lib, weight_q, packs)
     out = np.empty((m, n), np.float32)
-    _check(lib.tt_qgemm_f32(m, n, k, x.ctypes.data, max(k, 1), address, nbytes,
+    _native.check(lib.tt_qgemm_f32(m, n, k, x.ctypes.data, max(k, 1), address, nbytes,
                             weight_scale.ctypes.data, None if bias is None else bias.ctypes.data,
                             _ACTIVATIONS[activation], out.ctypes.data, max(n, 1)),
            "quantized_linear")

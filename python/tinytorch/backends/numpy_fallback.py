@@ -20,8 +20,8 @@ import numpy as np
 from . import attention_reference as _attention
 from . import record_path, register
 
-_SQRT_2_OVER_PI = 0.7978845608028654
-_GELU_C = 0.044715
+SQRT_2_OVER_PI = 0.7978845608028654
+GELU_C = 0.044715
 
 
 def _sigmoid_parts(z: np.ndarray):
@@ -82,7 +82,7 @@ def bias_gelu(x, bias, any_size=False):
     u = x if bias is None else x + bias
     record_path("numpy")
     with np.errstate(over="ignore", invalid="ignore"):
-        z = 2.0 * _SQRT_2_OVER_PI * (u + _GELU_C * u * u * u)
+        z = 2.0 * SQRT_2_OVER_PI * (u + GELU_C * u * u * u)
         y = u * stable_sigmoid(z)
         neg_inf = np.isneginf(u)
         if neg_inf.any():
@@ -101,9 +101,9 @@ def bias_gelu_backward(x, bias, grad, any_size=False):
         # e = exp(-|z|) in [0, 1]: no cancellation (1 + tanh would lose everything below
         # u ~ -4 in float32) and no overflow. Where e underflows to 0 the second term is
         # exactly 0 (it would be inf * 0 for huge |u|).
-        z = 2.0 * _SQRT_2_OVER_PI * (u + _GELU_C * u * u * u)
+        z = 2.0 * SQRT_2_OVER_PI * (u + GELU_C * u * u * u)
         s, e = _sigmoid_parts(z)
-        slope = u * (2.0 * _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * u * u)) * (e / ((1.0 + e) * (1.0 + e)))
+        slope = u * (2.0 * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * u * u)) * (e / ((1.0 + e) * (1.0 + e)))
         d = s + np.where(e == 0, 0.0, slope)
     gx = (grad * d).astype(u.dtype, copy=False)
     gb = None if bias is None else gx.reshape(-1, gx.shape[-1]).sum(axis=0).astype(bias.dtype, copy=False)

@@ -10,7 +10,8 @@ cuda_triton/cuda/sgemm_kernels.cu, one short kernel per stage with its idea on t
               loads per 64 FMAs
 ``cuda_triton/device_check.py`` measures each against cuBLAS on a GPU.
 
-Where it runs: the registry's ``cuda`` back end (``backends/devices.py``) routes
+Where it runs: the registry's ``cuda`` back end (``backends/cuda/``: probe, host and device
+calls, report; this file is the user-facing API) routes
 "cuda_matmul" when libtinytorch_cuda was built (CMake builds it where nvcc is found; the
 binding is ``tinytorch._native.load_cuda``) and a CUDA device answers. Otherwise
 ``cuda_matmul`` returns the CPU result (``simd_matmul``: native GEMM or NumPy) and
@@ -28,26 +29,16 @@ result is a device array of the same kind.
 """
 from __future__ import annotations
 
-import ctypes
-import threading
-
 import numpy as np
 
 from .. import _native
 from .. import backends as _backends
-from ..core.acceleration import record_path
-from ..core.tensor import Tensor
-from .simd_ops import SimdMatmulFunction, _as_kernel_dtype, _as_tensor, _data, simd_matmul
+from ..backends.cuda import LAST_RUN, STAGES, device_kind
+from .contract import any_tensor, array_of, as_tensor, kernel_dtype
+from .simd_ops import SimdMatmulFunction, simd_matmul
 
 __all__ = ["STAGES", "has_cuda_support", "cuda_build_info", "cuda_matmul", "cuda_last_run",
            "compile_and_load_cuda", "CudaMatmulFunction"]
-
-STAGES = ("naive", "coalesced", "tiled", "register")
-_state = threading.local()
-
-
-def _why_not() -> str:
-    return _backends.why_unused("cuda")
 
 
 def has_cuda_support() -> bool:
@@ -61,95 +52,20 @@ def cuda_build_info() -> dict:
     CUDA kernels run now, 'library': libtinytorch_cuda's path or None, 'stages': STAGES}."""
     usable, detail = _backends.status("cuda")
     path = _native.load_cuda()[1]
-    return {"cuda": bool(usable), "detail": detail if has_cuda_support() else _why_not(),
+    return {"cuda": bool(usable), "detail": detail if has_cuda_support() else LAST_RUN.why_not(),
             "kernel": has_cuda_support(), "library": path, "stages": STAGES}
 
 
 def cuda_last_run() -> dict:
     """This thread's last ``cuda_matmul``: {'path', 'reason' ('' when the GPU ran),
     'copy_in_s', 'kernel_s', 'copy_out_s'}; {} before any call."""
-    return dict(getattr(_state, "run", {}))
-
-
-def _report(path: str, reason: str = "", times_ms=(0.0, 0.0, 0.0)) -> None:
-    _state.run = {"path": path, "reason": reason, "copy_in_s": times_ms[0] / 1e3,
-                  "kernel_s": times_ms[1] / 1e3, "copy_out_s": times_ms[2] / 1e3}
+    return LAST_RUN.get()
 
 
 def compile_and_load_cuda():
     """The loaded libtinytorch_cuda (a ctypes.CDLL declared by ``tinytorch._native``) when
     its kernels can run here, else None. Nothing is compiled at run time: CMake builds it."""
     return _native.load_cuda()[0] if has_cuda_support() else None
-
-
-def _check(handle, status: int, what: str) -> None:
-    """Raise the exception matching a non-OK tt_status with libtinytorch_cuda's message."""
-    if status == _native.TT_OK:
-        return
-    msg = f"{what}: {handle.tt_cuda_last_error().decode()} [{_native.STATUS_NAMES.get(status, status)}]"
-    if status == 5:
-        raise MemoryError(msg)
-    raise (RuntimeError if status in (6, 8) else ValueError)(msg)
-
-
-def _device_kind(obj) -> str | None:
-    module = type(obj).__module__ or ""
-    if module.startswith("torch") and getattr(obj, "is_cuda", False):
-        return "torch"
-    if module.startswith("cupy"):
-        return "cupy"
-    return None
-
-
-def _device_matmul(handle, a, b, stage: int):
-    kind = _device_kind(a)
-    if _device_kind(b) != kind:
-        raise TypeError(f"cuda_matmul: b must be a {kind} device array like a, got {type(b).__name__}")
-    for name, t in (("a", a), ("b", b)):
-        if str(t.dtype).replace("torch.", "") != "float32" or t.ndim != 2:
-            raise TypeError(f"cuda_matmul: device operand {name} must be 2-D float32, got "
-                            f"{t.ndim}-D {t.dtype}")
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(f"Incompatible matrix dimensions: {tuple(a.shape)} x {tuple(b.shape)}")
-    if kind == "torch":
-        a, b = a.contiguous(), b.contiguous()
-        c = a.new_empty((a.shape[0], b.shape[1]))
-        ptr = (lambda t: t.data_ptr())
-    else:
-        import cupy  # function-level: optional device-array library, present since a is one
-        a, b = cupy.ascontiguousarray(a), cupy.ascontiguousarray(b)
-        c = cupy.empty((a.shape[0], b.shape[1]), dtype=cupy.float32)
-        ptr = (lambda t: t.data.ptr)
-    kernel_ms = ctypes.c_float(0.0)
-    _check(handle, handle.tt_cuda_sgemm_device(stage, a.shape[0], b.shape[1], a.shape[1], ptr(a),
-                                               ptr(b), ptr(c), ctypes.byref(kernel_ms)), "cuda_matmul")
-    _report(f"cuda:{STAGES[stage]}", times_ms=(0.0, kernel_ms.value, 0.0))
-    return c
-
-
-def matmul_arrays(a, b, stage: str):
-    """``a @ b`` on the CUDA stage for 2-D float32 host arrays or device arrays (the
-    registry's "cuda_matmul" op; callers check shapes and dtypes of host arrays first).
-
-    Args:
-        a: [M, K] float32 ndarray, or a PyTorch CUDA tensor / CuPy array.
-        b: [K, N] of the same kind.
-        stage: one of STAGES.
-    """
-    handle = _native.load_cuda()[0]
-    index = STAGES.index(stage)
-    if _device_kind(a) is not None:
-        out = _device_matmul(handle, a, b, index)
-    else:
-        a = np.ascontiguousarray(a, dtype=np.float32)
-        b = np.ascontiguousarray(b, dtype=np.float32)
-        out = np.empty((a.shape[0], b.shape[1]), dtype=np.float32)
-        times = (ctypes.c_float * 3)()
-        _check(handle, handle.tt_cuda_sgemm(index, a.shape[0], b.shape[1], a.shape[1], a.ctypes.data,
-                                            b.ctypes.data, out.ctypes.data, times), "cuda_matmul")
-        _report(f"cuda:{stage}", times_ms=tuple(times))
-    record_path(f"cuda:sgemm:{stage}")
-    return out
 
 
 class CudaMatmulFunction(SimdMatmulFunction):
@@ -177,26 +93,26 @@ def cuda_matmul(a, b, stage: str = "tiled"):
     """
     if stage not in STAGES:
         raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
-    if _device_kind(a) is not None:
+    if device_kind(a) is not None:
         if not has_cuda_support():
             raise RuntimeError("cuda_matmul: device arrays were given but the CUDA kernels cannot "
-                               "run here: " + _why_not())
+                               "run here: " + LAST_RUN.why_not())
         return _backends.routes("cuda_matmul")[0](a, b, stage)
-    a_arr = _as_kernel_dtype(_data(a, "cuda_matmul", "a"), "cuda_matmul")
-    b_arr = _as_kernel_dtype(_data(b, "cuda_matmul", "b"), "cuda_matmul")
+    a_arr = kernel_dtype(array_of(a, "cuda_matmul", "a"), "cuda_matmul", "a")
+    b_arr = kernel_dtype(array_of(b, "cuda_matmul", "b"), "cuda_matmul", "b")
     why = None
     if not has_cuda_support():
-        why = _why_not()
+        why = LAST_RUN.why_not()
     elif a_arr.ndim != 2 or b_arr.ndim != 2:
         why = "only 2-D products run on the CUDA stages; batched products run on the CPU"
     elif a_arr.dtype != np.float32 or b_arr.dtype != np.float32:
         why = "float64 stays on the CPU path (the CUDA stages compute in float32)"
     if why is not None:
         out = simd_matmul(a, b)
-        _report("cpu", reason=why)
+        LAST_RUN.record("cpu", why)
         return out
     if a_arr.shape[-1] != b_arr.shape[-2]:
         raise ValueError(f"Incompatible matrix dimensions: {a_arr.shape} x {b_arr.shape}")
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return CudaMatmulFunction.apply(_as_tensor(a, a_arr), _as_tensor(b, b_arr), stage=stage)
+    if any_tensor(a, b):
+        return CudaMatmulFunction.apply(as_tensor(a, a_arr), as_tensor(b, b_arr), stage=stage)
     return _backends.routes("cuda_matmul")[0](a_arr, b_arr, stage)

@@ -51,6 +51,7 @@ from ..core import acceleration as _acc
 from ..core.acceleration import last_path
 from ..core.autograd import Function
 from ..core.tensor import Tensor
+from .contract import any_tensor, array_of, as_tensor, kernel_dtype
 
 __all__ = ["flash_attention", "FlashAttentionFunction", "attention_forward_reference",
            "attention_backward_reference", "attention_naive", "last_path", "FALLBACK_BLOCK"]
@@ -87,32 +88,6 @@ class FlashAttentionFunction(Function):
 # Public API
 # --------------------------------------------------------------------------------------
 
-def _data(x, name: str) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return x.data
-    if isinstance(x, np.ndarray):
-        return x
-    raise TypeError(f"flash_attention: {name} must be a Tensor or a numpy.ndarray, got "
-                    f"{type(x).__name__}")
-
-
-def _kernel_dtype(x: np.ndarray, name: str) -> np.ndarray:
-    """float32 and float64 stay; other reals become float32."""
-    if x.dtype == np.float32 or x.dtype == np.float64:
-        return x
-    if x.dtype.kind in "fiub":
-        return x.astype(np.float32)
-    raise TypeError(f"flash_attention: {name} must be real-valued, got dtype {x.dtype}")
-
-
-def _as_tensor(x, arr: np.ndarray) -> Tensor:
-    """The Tensor to record: x itself when its data is arr, a differentiable cast when the
-    dtype rule converted it, a constant Tensor for an ndarray mixed with Tensors."""
-    if isinstance(x, Tensor):
-        return x if x.data is arr else x.to(arr.dtype)
-    return Tensor._make(arr, False, None)
-
-
 def flash_attention(q, k, v, causal=False, scale=None, mask=None):
     """softmax(scale q k^T + mask) v without materialising the scores.
 
@@ -122,18 +97,18 @@ def flash_attention(q, k, v, causal=False, scale=None, mask=None):
     ``mask``: None, bool (True = may attend) or float (added), broadcastable to
     [..., L, S]; a mask is served by the NumPy reference, not the native kernel. ndarray
     inputs give an ndarray; any Tensor input gives a Tensor on the autograd tape."""
-    q_arr = _kernel_dtype(_data(q, "q"), "q")
-    k_arr = _kernel_dtype(_data(k, "k"), "k")
-    v_arr = _kernel_dtype(_data(v, "v"), "v")
+    q_arr = kernel_dtype(array_of(q, "flash_attention", "q"), "flash_attention", "q")
+    k_arr = kernel_dtype(array_of(k, "flash_attention", "k"), "flash_attention", "k")
+    v_arr = kernel_dtype(array_of(v, "flash_attention", "v"), "flash_attention", "v")
     m_arr = None
     if mask is not None:
         m_arr = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
     if len({q_arr.dtype, k_arr.dtype, v_arr.dtype}) > 1:  # mixed precisions: float64
         q_arr, k_arr, v_arr = (a.astype(np.float64) for a in (q_arr, k_arr, v_arr))
     # The door validates shapes (ValueError naming them) and the causal mode.
-    if any(isinstance(x, Tensor) for x in (q, k, v)):
-        return FlashAttentionFunction.apply(_as_tensor(q, q_arr), _as_tensor(k, k_arr),
-                                            _as_tensor(v, v_arr), mask=m_arr, causal=causal,
+    if any_tensor(q, k, v):
+        return FlashAttentionFunction.apply(as_tensor(q, q_arr), as_tensor(k, k_arr),
+                                            as_tensor(v, v_arr), mask=m_arr, causal=causal,
                                             scale=scale)
     out, _ = _acc.attention(q_arr, k_arr, v_arr, mask=m_arr, causal=causal, scale=scale,
                             any_size=True)

@@ -85,16 +85,16 @@ class NativeProgram:
         out = ctypes.c_void_p()
         status = lib.tt_fusion_create(words.ctypes.data, words.size, imm.ctypes.data if imm.size else None,
                                       imm.size, ctypes.byref(out))
-        _acc.check_status(status, "compile_graph: the runtime rejected the fusion program")
+        _native.check(status, "compile_graph: the runtime rejected the fusion program")
         self.handle = out.value
 
     def source(self) -> str:
         """The generated C source (``tt_fusion_source``)."""
         needed = ctypes.c_int64()
-        _acc.check_status(self._lib.tt_fusion_source(self.handle, None, 0, ctypes.byref(needed)),
+        _native.check(self._lib.tt_fusion_source(self.handle, None, 0, ctypes.byref(needed)),
                           "tt_fusion_source")
         buf = ctypes.create_string_buffer(int(needed.value))
-        _acc.check_status(self._lib.tt_fusion_source(self.handle, buf, needed.value, ctypes.byref(needed)),
+        _native.check(self._lib.tt_fusion_source(self.handle, buf, needed.value, ctypes.byref(needed)),
                           "tt_fusion_source")
         return buf.value.decode()
 
@@ -108,7 +108,7 @@ class NativeProgram:
             output_strides: ctypes int64 array, R strides per output.
         """
         status = self._lib.tt_fusion_run(self.handle, inputs, input_strides, outputs, output_strides)
-        _acc.check_status(status, "tt_fusion_run")
+        _native.check(status, "tt_fusion_run")
         return self._lib.tt_last_kernel_path().decode()
 
     def __del__(self):

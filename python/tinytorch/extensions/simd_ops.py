@@ -44,7 +44,7 @@ import numpy as np
 from ..core import acceleration as _acc
 from ..core.acceleration import last_path
 from ..core.autograd import Function
-from ..core.tensor import Tensor
+from .contract import any_tensor, array_of, as_tensor, kernel_dtype
 
 __all__ = ["simd_matmul", "simd_fused_bias_gelu", "has_simd_support", "simd_build_info",
            "last_path", "SimdMatmulFunction", "FusedBiasGeluFunction", "compile_and_load_simd"]
@@ -55,15 +55,6 @@ _SIMD_ISAS = ("avx2", "avx512", "neon")
 # --------------------------------------------------------------------------------------
 # dtype rule and kernels (arrays in, arrays out)
 # --------------------------------------------------------------------------------------
-
-def _as_kernel_dtype(x: np.ndarray, who: str) -> np.ndarray:
-    """The documented dtype rule: float32 and float64 stay, other reals become float32."""
-    if x.dtype == np.float32 or x.dtype == np.float64:
-        return x
-    if x.dtype.kind in "fiub":
-        return x.astype(np.float32)
-    raise TypeError(f"{who}: expected a real-valued array, got dtype {x.dtype}")
-
 
 # --------------------------------------------------------------------------------------
 # Autograd Functions
@@ -102,14 +93,6 @@ class FusedBiasGeluFunction(Function):
 # Public API
 # --------------------------------------------------------------------------------------
 
-def _data(x, who: str, name: str) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return x.data
-    if isinstance(x, np.ndarray):
-        return x
-    raise TypeError(f"{who}: {name} must be a Tensor or a numpy.ndarray, got {type(x).__name__}")
-
-
 def simd_matmul(a, b):
     """``a @ b`` on the SIMD GEMM. ndarray inputs give an ndarray; any Tensor input gives a
     Tensor that records the operation for backward.
@@ -117,8 +100,8 @@ def simd_matmul(a, b):
     ``a`` (..., M, K) and ``b`` (..., K, N), Tensors or arrays with broadcastable batch
     dims; float32 and float64 stay, other real dtypes become float32, and float32 mixed
     with float64 computes in float64."""
-    a_arr = _as_kernel_dtype(_data(a, "simd_matmul", "a"), "simd_matmul")
-    b_arr = _as_kernel_dtype(_data(b, "simd_matmul", "b"), "simd_matmul")
+    a_arr = kernel_dtype(array_of(a, "simd_matmul", "a"), "simd_matmul", "a")
+    b_arr = kernel_dtype(array_of(b, "simd_matmul", "b"), "simd_matmul", "b")
     if a_arr.ndim < 2 or b_arr.ndim < 2:
         raise ValueError(f"simd_matmul: both inputs need at least 2 dimensions, got shapes "
                          f"{a_arr.shape} and {b_arr.shape}")
@@ -131,8 +114,8 @@ def simd_matmul(a, b):
                          f"(batch dimensions do not broadcast)") from None
     if a_arr.dtype != b_arr.dtype:  # float32 with float64: compute in float64, like NumPy
         a_arr, b_arr = a_arr.astype(np.float64), b_arr.astype(np.float64)
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return SimdMatmulFunction.apply(_as_tensor(a, a_arr), _as_tensor(b, b_arr))
+    if any_tensor(a, b):
+        return SimdMatmulFunction.apply(as_tensor(a, a_arr), as_tensor(b, b_arr))
     return _acc.matmul(a_arr, b_arr, any_size=True)
 
 
@@ -140,31 +123,22 @@ def simd_fused_bias_gelu(x, bias=None):
     """``gelu_tanh(x + bias)`` in one fused pass; ``x`` is [..., D], ``bias`` is (D,) or None.
     ndarray inputs give an ndarray; any Tensor input gives a Tensor on the tape. Dtypes
     follow ``simd_matmul``'s rule."""
-    x_arr = _as_kernel_dtype(_data(x, "simd_fused_bias_gelu", "x"), "simd_fused_bias_gelu")
+    x_arr = kernel_dtype(array_of(x, "simd_fused_bias_gelu", "x"), "simd_fused_bias_gelu", "x")
     if x_arr.ndim < 1:
         raise ValueError("simd_fused_bias_gelu: x must have shape [..., D], got a scalar")
     d = x_arr.shape[-1]
     b_arr = None
     if bias is not None:
-        b_arr = _as_kernel_dtype(_data(bias, "simd_fused_bias_gelu", "bias"), "simd_fused_bias_gelu")
+        b_arr = kernel_dtype(array_of(bias, "simd_fused_bias_gelu", "bias"), "simd_fused_bias_gelu", "bias")
         if b_arr.shape != (d,):
             raise ValueError(f"bias must have shape ({d},), got {b_arr.shape}")
         if b_arr.dtype != x_arr.dtype:
             common = np.result_type(x_arr, b_arr)
             x_arr, b_arr = x_arr.astype(common), b_arr.astype(common)
-    if isinstance(x, Tensor) or isinstance(bias, Tensor):
-        x_t = _as_tensor(x, x_arr)
-        return FusedBiasGeluFunction.apply(x_t, None if bias is None else _as_tensor(bias, b_arr))
+    if any_tensor(x, bias):
+        x_t = as_tensor(x, x_arr)
+        return FusedBiasGeluFunction.apply(x_t, None if bias is None else as_tensor(bias, b_arr))
     return _acc.bias_gelu(x_arr, b_arr, any_size=True)
-
-
-def _as_tensor(x, arr: np.ndarray) -> Tensor:
-    """The Tensor to record: ``x`` itself when its data is ``arr``; a differentiable cast
-    of ``x`` when the dtype rule converted it (gradients reach ``x`` in its own dtype);
-    a constant Tensor for an ndarray mixed with Tensors."""
-    if isinstance(x, Tensor):
-        return x if x.data is arr else x.to(arr.dtype)
-    return Tensor._make(arr, False, None)
 
 
 def has_simd_support() -> bool:

@@ -45,6 +45,7 @@ from ..core import acceleration as _acc
 from ..core.acceleration import last_path
 from ..core.autograd import Function
 from ..core.tensor import Tensor
+from .contract import any_tensor, array_of, as_tensor
 from .template_examples import (CustomGradientTransform, CustomResidualBlock, CustomScaledShift,
                                 custom_accelerated_op, custom_scaled_shift, has_custom_hardware)
 
@@ -134,16 +135,12 @@ def scaled_matmul(a, b, alpha: float = 1.0):
 
     ``a`` is (..., K), ``b`` (K, N), both floating point (Tensors or arrays); ``alpha`` a
     Python number. Returns (..., N)."""
-    if not isinstance(a, (Tensor, np.ndarray)) or not isinstance(b, (Tensor, np.ndarray)):
-        raise TypeError(f"scaled_matmul: expected Tensor or ndarray inputs, got "
-                        f"{type(a).__name__} and {type(b).__name__}")
-    a_arr = a.data if isinstance(a, Tensor) else a
-    b_arr = b.data if isinstance(b, Tensor) else b
+    # The package's argument contract (extensions/contract.py): Tensor or ndarray in.
+    a_arr = array_of(a, "scaled_matmul", "a")
+    b_arr = array_of(b, "scaled_matmul", "b")
     alpha = _check(a_arr, b_arr, alpha)
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        a_t = a if isinstance(a, Tensor) else Tensor(a)
-        b_t = b if isinstance(b, Tensor) else Tensor(b)
-        return ScaledMatmulFunction.apply(a_t, b_t, alpha)
+    if any_tensor(a, b):  # any Tensor in -> a Tensor out, on the tape
+        return ScaledMatmulFunction.apply(as_tensor(a, a_arr), as_tensor(b, b_arr), alpha)
     # Plain arrays: no tape, just the kernel (in the common dtype, as NumPy would).
     dtype = np.result_type(a_arr, b_arr)
     a2 = a_arr.astype(dtype, copy=False).reshape(_rows(a_arr.shape[:-1]), a_arr.shape[-1])

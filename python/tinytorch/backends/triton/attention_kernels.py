@@ -1,8 +1,8 @@
-"""_triton_attention_kernels: a FlashAttention forward kernel in Triton.
+"""attention_kernels: a FlashAttention forward kernel in Triton.
 
-Owns: one @triton.jit kernel and its launcher. Private, and imported only at call time by
-``tinytorch.extensions.triton_attention`` once the registry allowed Triton (it imports triton
-at its top; the package never does at import time).
+Owns: one @triton.jit kernel and its launcher. Imported only at call time, by
+``backends/triton/attention.py`` once the registry allowed Triton (it imports triton at its
+top; the package never does at import time).
 
 The algorithm is the tiled reference's (``backends/attention_reference.py``,
 ``attention_forward_reference``), line for line, with one program per block of BLOCK_M

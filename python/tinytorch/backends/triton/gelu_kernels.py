@@ -1,8 +1,8 @@
-"""_triton_gelu_kernels: the Triton kernels of the fused bias-GELU (forward and backward).
+"""gelu_kernels: the Triton kernels of the fused bias-GELU (forward and backward).
 
 Owns: three @triton.jit kernels and their launchers. It imports triton at its top, so it is
-private and imported only at call time by ``tinytorch.extensions.triton_gelu`` after the
-registry's probe said Triton may run (the package never imports triton at import time).
+imported only at call time, by ``backends/triton/gelu.py`` once the registry's probe said
+Triton may run (the package never imports triton at import time).
 
 The formula is the package's one tanh GELU (``tinytorch.backends.numpy_fallback``, whose
 constants are passed in here as compile-time values), in its overflow-free sigmoid form:
@@ -27,12 +27,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..backends.numpy_fallback import _GELU_C, _SQRT_2_OVER_PI
+from ..numpy_fallback import GELU_C, SQRT_2_OVER_PI
 
 __all__ = ["launch_forward", "launch_backward", "TWO_K", "GELU_C"]
 
-TWO_K = 2.0 * _SQRT_2_OVER_PI   # z = TWO_K (u + GELU_C u^3)
-GELU_C = _GELU_C
+TWO_K = 2.0 * SQRT_2_OVER_PI   # z = TWO_K (u + GELU_C u^3)
 
 
 @triton.jit
