@@ -17,6 +17,12 @@ What this file owns
   * ``gradcheck(fn, *inputs)``: float64 central differences against backward.
 
   * ``register_tensor_class``: how the engine learns the Tensor class (see below).
+  * ``register_post_accumulate_grad_hook(tensor, hook)`` (PyTorch's name; also the Tensor
+    method): ``hook(tensor)`` runs once per backward, right after that leaf's ``.grad`` got
+    its last contribution of the pass (the walk is topological, so a leaf is reached only
+    when every path into it is summed). Returns a handle with ``remove()``. Distributed
+    data parallel starts a bucket's all-reduce from it. With no hook registered anywhere the
+    engine pays one global int test per leaf.
 
 What it assumes
   * ``backward`` never writes into ``grad_output`` or into arrays it saved, and returns
@@ -54,10 +60,11 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["enable_autograd", "Function", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-           "run_backward", "gradcheck", "bump_version"]
+           "run_backward", "gradcheck", "bump_version", "register_post_accumulate_grad_hook"]
 
 _grad_enabled = True
 _mutations = 0  # advanced by every bump_version; a node compares it with its forward's value
+_leaf_hooks = 0  # live post-accumulate-grad hooks in the process; 0 keeps _accumulate_leaf hook-free
 
 
 class _TensorClassNotRegistered:
@@ -410,6 +417,52 @@ def _accumulate_leaf(t, g: np.ndarray, stored: set) -> None:
         # a fresh array (another leaf or the caller may hold the old one); asarray because
         # 0-d + 0-d gives a NumPy scalar, which in-place updates (clipping, Adam) cannot change
         t.grad = np.asarray(t.grad + g, dtype=dtype)
+    if _leaf_hooks:
+        hooks = t.__dict__.get("_post_accumulate_grad_hooks")
+        if hooks:
+            for hook in tuple(hooks.values()):
+                hook(t)
+
+
+class _HookHandle:
+    """What ``register_post_accumulate_grad_hook`` returns: ``remove()`` unregisters the hook."""
+
+    __slots__ = ("_hooks", "_key")
+
+    def __init__(self, hooks: dict, key: int):
+        self._hooks, self._key = hooks, key
+
+    def remove(self) -> None:
+        """Unregister the hook (a second call does nothing)."""
+        global _leaf_hooks
+        if self._hooks.pop(self._key, None) is not None:
+            _leaf_hooks -= 1
+
+
+_hook_keys = iter(range(1 << 62))
+
+
+def register_post_accumulate_grad_hook(tensor, hook) -> _HookHandle:
+    """Call ``hook(tensor)`` each backward once ``tensor.grad`` is final for that pass.
+
+    Args:
+        tensor: a leaf Tensor that requires grad (a Parameter); only leaves get ``.grad``.
+        hook: a callable taking the tensor; its return value is ignored. Hooks of one
+            tensor run in registration order.
+    """
+    global _leaf_hooks
+    if not isinstance(tensor, _tensor_class):
+        raise TypeError(f"register_post_accumulate_grad_hook: expected a Tensor, got {type(tensor).__name__}")
+    if not callable(hook):
+        raise TypeError(f"register_post_accumulate_grad_hook: hook must be callable, got {type(hook).__name__}")
+    if not tensor.requires_grad or tensor._ctx is not None:
+        raise ValueError("register_post_accumulate_grad_hook: only a leaf tensor that requires grad "
+                         "gets a .grad (this one is computed, or has requires_grad=False)")
+    hooks = tensor.__dict__.setdefault("_post_accumulate_grad_hooks", {})
+    key = next(_hook_keys)
+    hooks[key] = hook
+    _leaf_hooks += 1
+    return _HookHandle(hooks, key)
 
 
 # --------------------------------------------------------------------------- gradcheck

@@ -219,6 +219,15 @@ class Tensor:
         """
         _autograd.run_backward(self, gradient, retain_graph)
 
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(self)`` each backward once this leaf's ``.grad`` is final (PyTorch's
+        name); returns a handle whose ``remove()`` unregisters it. See autograd.py.
+
+        Args:
+            hook: a callable taking this tensor.
+        """
+        return _autograd.register_post_accumulate_grad_hook(self, hook)
+
     def detach(self) -> "Tensor":
         """Same data (shared, not copied), no history, no grad."""
         return Tensor._make(self.data, False, None)

