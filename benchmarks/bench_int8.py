@@ -106,7 +106,7 @@ def contenders(lib, m, w_f32, rng):
     bias = rng.standard_normal(n).astype(np.float32)
     packs = {}
     acceleration.quantized_pack(w_q, packs)
-    address, nbytes = cpu_backend._pack_for(lib, w_q, packs)
+    address, nbytes = cpu_backend.pack_for(lib, w_q, packs)
     x = rng.standard_normal((m, k)).astype(np.float32)
     y8 = np.empty((m, n), np.float32)
     y32 = np.empty((m, n), np.float32)

@@ -120,7 +120,7 @@ def test_layouts_without_copies_and_with(threads):
 def test_fold_batch_keeps_views():
     q = rand(2, 5, 3, 8).transpose(0, 2, 1, 3)  # [B, H, T, d] over [B, T, H, d] memory
     k = rand(1, 3, 5, 8)
-    b, h, folded = cpu._fold_batch([q, k], (2, 3))
+    b, h, folded = cpu.attention_ops._fold_batch([q, k], (2, 3))
     assert (b, h) == (2, 3)
     (qv, qs), (kv, ks) = folded
     assert np.shares_memory(qv, q) and np.shares_memory(kv, k)

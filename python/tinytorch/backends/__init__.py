@@ -32,7 +32,7 @@ from typing import Callable
 
 from .. import _native
 
-__all__ = ["Backend", "register", "unregister", "registered", "routes", "status", "why_unused",
+__all__ = ["Backend", "DOOR_OPS", "door_ops", "register", "unregister", "registered", "routes", "status", "why_unused",
            "refresh", "all_backends", "use_native", "set_native_enabled", "native_enabled",
            "last_path", "record_path", "record_native_path"]
 
@@ -57,6 +57,34 @@ class Backend:
     priority: int = 0
     native: bool = True
     description: str = ""
+
+
+# The door's ops (tinytorch.core.acceleration), named once: every back end that serves the
+# door registers ``door_ops(...)`` of its modules, so a new op is added here and nowhere else.
+DOOR_OPS = ("gemm", "matmul", "bias_gelu", "bias_gelu_backward", "attention", "attention_backward",
+            "layer_norm", "layer_norm_backward", "softmax", "log_softmax", "softmax_backward",
+            "log_softmax_backward", "cross_entropy", "cross_entropy_backward", "adam_step",
+            "embedding", "embedding_backward", "im2col", "col2im", "max_pool2d",
+            "max_pool2d_backward", "relu", "relu_backward", "quantize_rows", "quantized_pack",
+            "quantized_matmul", "quantized_linear")
+
+
+def door_ops(*modules) -> dict:
+    """{op: implementation} for every name of DOOR_OPS, each taken from the first of
+    ``modules`` that defines it (ValueError naming the ops none defines).
+
+    Args:
+        modules: the back end's modules (or any objects with the ops as attributes).
+    """
+    ops, missing = {}, []
+    for name in DOOR_OPS:
+        impl = next((getattr(m, name) for m in modules if callable(getattr(m, name, None))), None)
+        if impl is None:
+            missing.append(name)
+        ops[name] = impl
+    if missing:
+        raise ValueError(f"door_ops: no implementation of {', '.join(missing)}")
+    return ops
 
 
 _registry: dict[str, Backend] = {}

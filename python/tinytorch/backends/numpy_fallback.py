@@ -14,11 +14,12 @@ follow the same rules, runtime/cpu/bias_gelu_kernels.h). Integer input gives flo
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from . import attention_reference as _attention
-from . import record_path, register
+from . import door_ops, record_path, register
 
 SQRT_2_OVER_PI = 0.7978845608028654
 GELU_C = 0.044715
@@ -447,17 +448,5 @@ def quantized_linear(x, weight_q, weight_scale, bias, activation, packs):
 
 register("numpy", probe=lambda: (True, f"NumPy {np.__version__}: serves every call the "
                                         "native back ends decline"),
-         ops={"gemm": gemm, "matmul": matmul, "bias_gelu": bias_gelu,
-              "bias_gelu_backward": bias_gelu_backward, "attention": _attention.attention,
-              "attention_backward": _attention.attention_backward, "layer_norm": layer_norm,
-              "layer_norm_backward": layer_norm_backward, "softmax": softmax,
-              "log_softmax": log_softmax, "softmax_backward": softmax_backward,
-              "log_softmax_backward": log_softmax_backward, "cross_entropy": cross_entropy,
-              "cross_entropy_backward": cross_entropy_backward, "adam_step": adam_step,
-              "embedding": embedding, "embedding_backward": embedding_backward,
-              "im2col": im2col, "col2im": col2im, "max_pool2d": max_pool2d,
-              "max_pool2d_backward": max_pool2d_backward, "relu": relu,
-              "relu_backward": relu_backward, "quantize_rows": quantize_rows,
-              "quantized_pack": quantized_pack, "quantized_matmul": quantized_matmul,
-              "quantized_linear": quantized_linear},
+         ops=door_ops(sys.modules[__name__], _attention),
          priority=0, native=False, description="the NumPy fallback")
