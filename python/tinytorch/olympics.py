@@ -20,6 +20,13 @@ A thin module over this package's measurements, with upstream's names and keys:
                       techniques_applied=None) -> dict   (speedup, compression_ratio and
       accuracy_delta when an optimized report is given)
   save_submission(submission, filepath="submission.json") -> filepath
+  validate_submission_schema(submission) -> True   (AssertionError naming the first broken
+      field: required fields and types, metric ranges, latency order median <= p95 <= p99,
+      improvements that agree with the two reports)
+  OlympicEvent, qualifies_event(metrics, event) -> bool   the five classroom events and their
+      eligibility floors (latency/memory: accuracy >= 0.85; accuracy contest: median latency
+      < 100 ms and size < 10 MB; extreme push: accuracy >= 0.80; all-around: none). Invalid
+      measurements raise ValueError, missing ones KeyError; the metrics are never changed.
 
 Nothing is printed at import (upstream prints a line per definition); ``benchmark_model`` prints
 its summary like upstream. Timings mean something only on a quiet machine: ``system_info``
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import json
 import time
+from enum import Enum
 
 import numpy as np
 
@@ -44,7 +52,8 @@ from .perf.benchmark_suite import _system_info
 from .perf.benchmarking import benchmark
 from .perf.profiling import Profiler
 
-__all__ = ["SimpleMLP", "BenchmarkReport", "generate_submission", "save_submission"]
+__all__ = ["SimpleMLP", "BenchmarkReport", "generate_submission", "save_submission",
+           "validate_submission_schema", "OlympicEvent", "qualifies_event"]
 
 
 class SimpleMLP(Layer):
@@ -182,11 +191,125 @@ def generate_submission(baseline_report, optimized_report=None, student_name=Non
         b, o = baseline_report.metrics, optimized_report.metrics
         submission["optimized"] = {"model_name": optimized_report.model_name, "metrics": o,
                                    "techniques_applied": list(techniques_applied or [])}
-        submission["improvements"] = {
-            "speedup": float(b["latency_ms_mean"] / o["latency_ms_mean"]),
-            "compression_ratio": float(b["model_size_mb"] / o["model_size_mb"]),
-            "accuracy_delta": float(o["accuracy"] - b["accuracy"])}
+        submission["improvements"] = _improvements(b, o)
     return submission
+
+
+def _improvements(b: dict, o: dict) -> dict:
+    """speedup (median latencies when both reports have them, else means), compression ratio
+    and accuracy delta of metrics ``o`` over ``b``; the denominators are floored (1e-6 ms,
+    1e-9 MB) so an empty or fully pruned model gives a large finite number, as upstream."""
+    key = "latency_ms_median" if "latency_ms_median" in b and "latency_ms_median" in o else "latency_ms_mean"
+    return {"speedup": float(b[key] / max(o[key], 1e-6)),
+            "compression_ratio": float(b["model_size_mb"] / max(o["model_size_mb"], 1e-9)),
+            "accuracy_delta": float(o["accuracy"] - b["accuracy"])}
+
+
+def _finite_number(value) -> bool:
+    return type(value) in (int, float) and bool(np.isfinite(value))
+
+
+def validate_submission_schema(submission: dict) -> bool:
+    """True when ``submission`` follows the capstone contract; AssertionError (upstream's
+    exception) naming the first field that does not.
+
+    Required: ``tinytorch_version``, ``submission_type``, ``timestamp`` (strings),
+    ``system_info`` (dict with ``platform`` and ``python_version``) and ``baseline``. Every
+    report section (``baseline``, ``optimized``) has a ``model_name`` and ``metrics`` with
+    finite numbers: ``parameter_count`` a positive int, ``model_size_mb`` and
+    ``latency_ms_mean`` positive, ``accuracy`` in [0, 1]; optional latency fields are
+    positive (``latency_ms_std`` non-negative) and median <= p95 <= p99. ``improvements``
+    needs ``optimized`` and must equal what ``generate_submission`` computes from the two.
+
+    Args:
+        submission: the dict from ``generate_submission`` (or loaded from its JSON).
+    """
+    assert isinstance(submission, dict), f"submission must be a dict, got {type(submission).__name__}"
+    for field in ("tinytorch_version", "submission_type", "timestamp", "system_info", "baseline"):
+        assert field in submission, f"Missing required field: {field}"
+    for field in ("tinytorch_version", "submission_type", "timestamp"):
+        assert isinstance(submission[field], str), f"{field} must be a string"
+    assert isinstance(submission["system_info"], dict), "system_info must be a dict"
+    for field in ("platform", "python_version"):
+        assert field in submission["system_info"], f"system_info is missing {field}"
+    for section in ("baseline", "optimized"):
+        if section not in submission:
+            continue
+        report = submission[section]
+        assert isinstance(report, dict), f"{section} must be a dict"
+        assert isinstance(report.get("model_name"), str), f"{section} is missing model_name"
+        m = report.get("metrics")
+        assert isinstance(m, dict), f"{section} is missing metrics"
+        for key in ("parameter_count", "model_size_mb", "accuracy", "latency_ms_mean"):
+            assert key in m, f"Missing metric in {section}: {key}"
+            assert _finite_number(m[key]), f"{section}.{key} must be a finite number, got {m[key]!r}"
+        assert 0 <= m["accuracy"] <= 1, f"{section}.accuracy must be in [0, 1], got {m['accuracy']}"
+        assert type(m["parameter_count"]) is int and m["parameter_count"] > 0, \
+            f"{section}.parameter_count must be a positive int, got {m['parameter_count']!r}"
+        assert m["model_size_mb"] > 0, f"{section}.model_size_mb must be positive"
+        assert m["latency_ms_mean"] > 0, f"{section}.latency_ms_mean must be positive"
+        for key in ("latency_ms_median", "latency_ms_std", "latency_ms_p95", "latency_ms_p99",
+                    "throughput_samples_per_sec"):
+            if key in m:
+                assert _finite_number(m[key]), f"{section}.{key} must be a finite number, got {m[key]!r}"
+                assert m[key] >= 0 if key == "latency_ms_std" else m[key] > 0, \
+                    f"{section}.{key} must be {'non-negative' if key == 'latency_ms_std' else 'positive'}"
+        tail = [k for k in ("latency_ms_median", "latency_ms_p95", "latency_ms_p99") if k in m]
+        for lo, hi in zip(tail, tail[1:]):
+            assert m[lo] <= m[hi], f"{section}.{hi} must not be below {section}.{lo}"
+    if "improvements" in submission:
+        assert "optimized" in submission, "improvements need an optimized report"
+        got = submission["improvements"]
+        assert isinstance(got, dict), "improvements must be a dict"
+        want = _improvements(submission["baseline"]["metrics"], submission["optimized"]["metrics"])
+        for key, value in want.items():
+            assert _finite_number(got.get(key)), f"improvements.{key} must be a finite number"
+            assert np.isclose(got[key], value, rtol=1e-6, atol=1e-12), \
+                f"improvements.{key} = {got[key]} disagrees with the reports ({value})"
+    return True
+
+
+class OlympicEvent(Enum):
+    """The five classroom capstone events (upstream's names and string values)."""
+    LATENCY_SPRINT = "latency_sprint"
+    MEMORY_CHALLENGE = "memory_challenge"
+    ACCURACY_CONTEST = "accuracy_contest"
+    ALL_AROUND = "all_around"
+    EXTREME_PUSH = "extreme_push"
+
+
+def qualifies_event(metrics: dict, event) -> bool:
+    """Whether ``metrics`` meet ``event``'s eligibility floor; never changes ``metrics``.
+
+    Latency sprint and memory challenge need accuracy >= 0.85; the accuracy contest needs
+    median latency < 100 ms and model size < 10 MB; extreme push needs accuracy >= 0.80;
+    all-around has no floor. False means valid measurements that miss the floor.
+
+    Args:
+        metrics: a ``BenchmarkReport.metrics`` dict (``accuracy``, ``latency_ms_median``,
+            ``model_size_mb`` are read; a missing one raises KeyError).
+        event: an ``OlympicEvent`` or its string value (an unknown name raises ValueError).
+    """
+    try:
+        event = OlympicEvent(event)
+    except ValueError:
+        raise ValueError(f"qualifies_event: unknown event {event!r}; expected one of "
+                         f"{[e.value for e in OlympicEvent]}") from None
+    accuracy, latency, size = (metrics[k] for k in ("accuracy", "latency_ms_median", "model_size_mb"))
+    values = np.array([accuracy, latency, size], dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"qualifies_event: measurements must be finite, got accuracy={accuracy}, "
+                         f"latency_ms_median={latency}, model_size_mb={size}")
+    if not 0 <= accuracy <= 1 or latency <= 0 or size <= 0:
+        raise ValueError(f"qualifies_event: accuracy must be in [0, 1] and latency and size positive, got "
+                         f"accuracy={accuracy}, latency_ms_median={latency}, model_size_mb={size}")
+    if event in (OlympicEvent.LATENCY_SPRINT, OlympicEvent.MEMORY_CHALLENGE):
+        return bool(accuracy >= 0.85)
+    if event is OlympicEvent.ACCURACY_CONTEST:
+        return bool(latency < 100.0 and size < 10.0)
+    if event is OlympicEvent.EXTREME_PUSH:
+        return bool(accuracy >= 0.80)
+    return True
 
 
 def save_submission(submission: dict, filepath: str = "submission.json") -> str:
