@@ -464,9 +464,51 @@ tt_status run_narrow(const GemmArgs &g, const GemmMicroKernel *uk, int nt) {
     return TT_OK;
 }
 
-/* The kernel-path report of one tt_sgemm call: the entry's narrow path name when that
- * path will run, else its tiled path name. */
+/* The row-vector path (decoding: one to kGemmRowvecMaxRows rows of op(A), row-major, and
+ * a result wider than the narrow kernel takes): the weight is read in place, once, never
+ * packed -- packing would copy all of it on every call to read it once. B row-major goes
+ * to the entry's rowvec kernel (rows of B streamed in k order), B^T to its narrow kernel
+ * (dot products over rows of B^T, contiguous in k). One thread takes all columns as one
+ * range (the weight then streams by in storage order); more split them into a few ranges
+ * per thread, multiples of 64 columns (a thread per kRowvecMinCols columns at most). Each element's k sum runs in order whichever
+ * range holds it, so the split changes no bit. */
+constexpr int64_t kRowvecMinCols = 256;
+constexpr int64_t kRowvecKChunk = 256;
+
+bool use_rowvec(const GemmArgs &g, const GemmMicroKernel *uk) {
+    if (g.trans_a || g.M <= 0 || g.M > kGemmRowvecMaxRows || g.N <= 0 || g.K <= 0 || g.alpha == 0.0f)
+        return false;
+    if (uk->narrow != nullptr && g.N <= uk->narrow_max_n) return false; /* narrow is cheaper */
+    return g.trans_b ? uk->narrow != nullptr : uk->rowvec != nullptr;
+}
+
+tt_status run_rowvec(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
+    const int nt = std::min(threads, memory_bound_threads((double)g.N * (double)g.K,
+                                                          ceil_div(g.N, kRowvecMinCols)));
+    const int64_t grain = nt <= 1 ? g.N : ceil_div(ceil_div(g.N, kGemmChunksPerThread * nt), 64) * 64;
+    parallel_for(g.N, std::max<int64_t>(grain, 64), nt, [&](int64_t j0, int64_t j1, int) {
+        if (!g.trans_b) {
+            uk->rowvec(g.M, j1 - j0, g.K, g.A, g.lda, g.B + j0, g.ldb, g.C + j0, g.ldc, g.alpha,
+                       g.beta);
+            return;
+        }
+        /* More than two rows pass the B^T range twice (the kernel takes rows in pairs):
+         * walk K in chunks whose slice of the range stays in L2. The chunk is fixed, not
+         * sized by the range, so that the split (which follows the thread count) cannot
+         * change where partial sums are rounded. */
+        const int64_t chunk = g.M <= 2 ? g.K : kRowvecKChunk;
+        for (int64_t k0 = 0; k0 < g.K; k0 += chunk)
+            uk->narrow(g.M, j1 - j0, std::min(chunk, g.K - k0), g.A + k0, g.lda,
+                       g.B + j0 * g.ldb + k0, g.ldb, g.C + j0, g.ldc, g.alpha,
+                       k0 == 0 ? g.beta : 1.0f);
+    });
+    return TT_OK;
+}
+
+/* The kernel-path report of one tt_sgemm call: the entry's row-vector or narrow path name
+ * when that path will run, else its tiled path name. */
 const char *gemm_path(const GemmArgs &g, const GemmMicroKernel *uk) {
+    if (use_rowvec(g, uk)) return g.trans_b ? uk->narrow_path : uk->rowvec_path;
     return use_narrow(g, uk) ? uk->narrow_path : uk->path;
 }
 
@@ -503,6 +545,7 @@ constexpr int64_t kEdgeMaxCols = 8;
 /* One GEMM on up to `threads` threads. Arguments are already checked. Returns
  * TT_ERR_OUT_OF_MEMORY without recording a message (the caller's thread must do it). */
 tt_status run_gemm(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
+    if (use_rowvec(g, uk)) return run_rowvec(g, uk, threads);
     const int64_t rem = g.N % uk->nr;
     if (uk->narrow != nullptr && !g.trans_a && g.N > uk->nr && rem <= kEdgeMaxCols &&
         rem <= uk->narrow_max_n && rem > 0 && g.M > 0 && g.K > 0 && g.alpha != 0.0f) {

@@ -21,6 +21,7 @@
 #include <algorithm>
 
 #include "cpu/gemm_kernels.h"
+#include "cpu/gemm_rowvec.h"
 
 namespace {
 
@@ -263,5 +264,6 @@ void gemm_pack_rows32_avx2(const float *src, int64_t ld, int rows, int64_t klen,
 const GemmMicroKernel kGemmKernelAvx2 = {"sgemm:avx2", "sgemm_strided_batched:avx2", MR, NR,
                                          gemm_ukernel_avx2_6x16, pack_rows_avx2<MR>,
                                          pack_rows_avx2<NR>, gemm_narrow_avx2, kGemmNarrowMaxN,
-                                         "sgemm:avx2:narrow"};
+                                         "sgemm:avx2:narrow", gemm_rowvec_body,
+                                         "sgemm:avx2:rowvec"};
 }  // namespace tt

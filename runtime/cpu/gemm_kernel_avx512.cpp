@@ -19,6 +19,7 @@
 #include <immintrin.h>
 
 #include "cpu/gemm_kernels.h"
+#include "cpu/gemm_rowvec.h"
 
 namespace {
 
@@ -130,5 +131,6 @@ const GemmMicroKernel kGemmKernelAvx512 = {"sgemm:avx512", "sgemm_strided_batche
                                            gemm_pack_rows12_avx2, gemm_pack_rows32_avx2,
                                            /* narrow results: the AVX2 dot-product kernel beats a
                                             * 12 x 32 tile that would be mostly padding */
-                                           gemm_narrow_avx2, kGemmNarrowMaxN, "sgemm:avx512:narrow"};
+                                           gemm_narrow_avx2, kGemmNarrowMaxN, "sgemm:avx512:narrow",
+                                           gemm_rowvec_body, "sgemm:avx512:rowvec"};
 }  // namespace tt

@@ -13,6 +13,7 @@
 #include <arm_neon.h>
 
 #include "cpu/gemm_kernels.h"
+#include "cpu/gemm_rowvec.h"
 
 namespace {
 
@@ -61,6 +62,7 @@ void gemm_ukernel_neon_8x12(int64_t kc, const float *a, const float *b, float *c
 namespace tt {
 const GemmMicroKernel kGemmKernelNeon = {"sgemm:neon", "sgemm_strided_batched:neon", MR, NR,
                                          gemm_ukernel_neon_8x12, nullptr, nullptr,
-                                         nullptr, 0, nullptr};
+                                         nullptr, 0, nullptr, gemm_rowvec_body,
+                                         "sgemm:neon:rowvec"};
 }  // namespace tt
 #endif

@@ -7,6 +7,7 @@
  * "scalar" measures what blocking alone buys. Contract: gemm_kernels.h.
  */
 #include "cpu/gemm_kernels.h"
+#include "cpu/gemm_rowvec.h"
 
 namespace {
 
@@ -37,5 +38,6 @@ void gemm_ukernel_scalar_4x8(int64_t kc, const float *a, const float *b, float *
 namespace tt {
 const GemmMicroKernel kGemmKernelScalar = {"sgemm:scalar", "sgemm_strided_batched:scalar", MR, NR,
                                            gemm_ukernel_scalar_4x8, nullptr, nullptr,
-                                           nullptr, 0, nullptr};
+                                           nullptr, 0, nullptr, gemm_rowvec_body,
+                                           "sgemm:scalar:rowvec"};
 }  // namespace tt

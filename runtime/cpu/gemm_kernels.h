@@ -45,6 +45,14 @@ using GemmNarrowFn = void (*)(int64_t M, int64_t N, int64_t K, const float *a, i
                               const float *bt, int64_t ldbt, float *c, int64_t ldc, float alpha,
                               float beta);
 
+/* Optional row-vector kernel (decoding): for i < M <= kGemmRowvecMaxRows, j < N,
+ *     C[i][j] = alpha * sum_{k < K} a[i*lda + k] * b[k*ldb + j]  +  beta * C[i][j]
+ * with B row-major read in place (gemm_rowvec.h has the one body every ISA compiles). */
+using GemmRowvecFn = void (*)(int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                              const float *b, int64_t ldb, float *c, int64_t ldc, float alpha,
+                              float beta);
+constexpr int kGemmRowvecMaxRows = 4;
+
 /* One ISA's entry of the kernel table. The path strings are what tt_last_kernel_path()
  * reports, so tests can tell which code ran. */
 struct GemmMicroKernel {
@@ -58,6 +66,8 @@ struct GemmMicroKernel {
     GemmNarrowFn narrow;        /* or NULL: this ISA has no narrow path          */
     int narrow_max_n;           /* widest result the narrow path takes           */
     const char *narrow_path;    /* "sgemm:<isa>:narrow", or NULL                 */
+    GemmRowvecFn rowvec;        /* or NULL: small M goes through the tiles        */
+    const char *rowvec_path;    /* "sgemm:<isa>:rowvec", or NULL                 */
 };
 
 /* The largest tile any kernel uses (sizes the driver's scratch tile). */

@@ -32,7 +32,13 @@ def expected_gemm_path(m, n, k, trans_a, trans_b=False):
     K >= 64 N) take the narrow path (AVX2 dot products, no packing; the AVX-512 entry uses
     the same kernel)."""
     dot = trans_b and m <= 16 and n <= 96 and k >= 64 * n
-    narrow = isa() in ("avx2", "avx512") and not trans_a and m > 0 and k > 0 and n >= 1 and (n <= 12 or dot)
+    has_narrow = isa() in ("avx2", "avx512")
+    narrow = has_narrow and not trans_a and m > 0 and k > 0 and n >= 1 and (n <= 12 or dot)
+    # one to four rows of op(A) row-major: the row-vector path (test_gemm_rowvec.py)
+    # (B^T goes to the narrow kernel, which the scalar entry lacks)
+    rowvec = not trans_a and 1 <= m <= 4 and k > 0 and n >= 1 and not (has_narrow and n <= 12)
+    if rowvec and (has_narrow or not trans_b):
+        return f"native:sgemm:{isa()}" + (":narrow" if trans_b else ":rowvec")
     return f"native:sgemm:{isa()}" + (":narrow" if narrow else "")
 
 
