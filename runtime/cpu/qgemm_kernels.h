@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cpu/bias_gelu_kernels.h"
 #include "tinytorch/tinytorch.h"
@@ -78,6 +79,17 @@ struct QgemmKernel {
     QgemmEpilogueF32Fn epilogue_f32;
     QgemmEpilogueI32Fn epilogue_i32;
 };
+
+/* f(std::integral_constant<int, R>{}) with R = rows clamped to [1, MR]: micro-kernels are
+ * templates over their row count (so every row loop unrolls), and this is the one place
+ * that turns the driver's run-time row count into one of them. */
+template <int MR, class F>
+inline void with_tile_rows(int rows, F &&f) {
+    if constexpr (MR > 1) {
+        if (rows < MR) return with_tile_rows<MR - 1>(rows, static_cast<F &&>(f));
+    }
+    f(std::integral_constant<int, MR>{});
+}
 
 /* The largest tile any kernel uses (sizes the driver's scratch tile). */
 constexpr int kQgemmMaxMR = 8;
