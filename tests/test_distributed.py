@@ -1,10 +1,9 @@
-"""tinytorch.distributed: data-parallel training under ``mpirun -n 2`` equals one process on
-the combined batch. The MPI cases launch tests/distributed/ddp_worker.py in a subprocess with
-a timeout and skip, naming the reason, when mpi4py or mpirun is missing; the sampler and
-world-size-1 cases need no MPI."""
-import os
-import shutil
-import subprocess
+"""tinytorch.distributed: data-parallel training under ``mpirun -n 2`` equals one process on the
+combined batch (float64, 20 Adam steps, within 1e-12) for an MLP, a CNN and a GPT, plain, with
+buckets all-reduced during backward (overlap), with no_sync accumulation, with LoRA (frozen base)
+and with ZeRO-1; and the fault cases end every rank. The MPI cases run
+tests/distributed/ddp_worker.py in a subprocess with a timeout and skip, naming the reason, when
+mpi4py or mpirun is missing; the sampler and world-size-1 cases need no MPI."""
 import sys
 from pathlib import Path
 
@@ -13,71 +12,105 @@ import pytest
 
 from tinytorch import distributed as dist
 
-WORKER = Path(__file__).parent / "distributed" / "ddp_worker.py"
-OK, WHY = dist.available()
-MPIRUN = shutil.which("mpirun") or shutil.which("mpiexec")
-needs_mpi = pytest.mark.skipif(not (OK and MPIRUN), reason=WHY if not OK else "no mpirun/mpiexec on PATH")
+sys.path.insert(0, str(Path(__file__).parent / "distributed"))
+from mpi_helpers import load_params, needs_mpi, run  # noqa: E402
 
-
-def _env():
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               TINYTORCH_NUM_THREADS="1", OMPI_MCA_rmaps_base_oversubscribe="1")
-    return env
-
-
-def _run(out, mode, n):
-    cmd = [sys.executable, str(WORKER), str(out), mode]
-    if n > 1:
-        cmd = [MPIRUN, "-n", str(n)] + cmd
-    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=30)
-
-
-def _load(path):
-    z = np.load(path)
-    return [z[k] for k in sorted(z.files, key=lambda s: int(s.split("_")[1]))]
+WORKER = "ddp_worker.py"
 
 
 @pytest.fixture(scope="module")
-def single(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ddp") / "one.npz"
-    r = _run(out, "plain", 1)
-    assert r.returncode == 0, r.stderr
-    return _load(out)
+def reference(tmp_path_factory):
+    """One process on the whole batch, per (model, mode), computed once."""
+    cache = {}
+
+    def get(model, mode="plain"):
+        if (model, mode) not in cache:
+            out = tmp_path_factory.mktemp("ref") / f"{model}-{mode}.npz"
+            r = run(WORKER, [out, mode, model], 1)
+            assert r.returncode == 0, r.stdout + r.stderr
+            cache[model, mode] = load_params(out)
+        return cache[model, mode]
+    return get
 
 
-@needs_mpi
-@pytest.mark.parametrize("mode", ["plain", "nosync"])
-def test_two_ranks_match_one_process(tmp_path, single, mode):
-    r = _run(tmp_path / "two.npz", mode, 2)
+def _two_ranks(tmp_path, mode, model):
+    out = tmp_path / "two.npz"
+    r = run(WORKER, [out, mode, model], 2)
     assert r.returncode == 0, r.stdout + r.stderr
-    two = _load(tmp_path / "two.npz")
-    for a, b in zip(single, two):
-        assert a.dtype == np.float64
+    return out
+
+
+def _same(ref, got):
+    assert len(ref) == len(got) and ref
+    for a, b in zip(ref, got):
+        assert a.dtype == np.float64 and a.shape == b.shape
         np.testing.assert_allclose(b, a, rtol=0, atol=1e-12)
 
 
+CASES = [("mlp", "plain", "plain"), ("mlp", "overlap", "plain"), ("mlp", "nosync", "plain"),
+         ("mlp", "nosync-overlap", "plain"), ("mlp", "lora", "lora"), ("mlp", "zero", "plain"),
+         ("mlp", "zero-adamw", "adamw"),
+         ("cnn", "plain", "plain"), ("cnn", "overlap", "plain"), ("cnn", "nosync", "plain"),
+         ("cnn", "zero", "plain"),
+         ("gpt", "plain", "plain"), ("gpt", "overlap", "plain"), ("gpt", "nosync-overlap", "plain"),
+         ("gpt", "zero", "plain")]
+
+
 @needs_mpi
-def test_without_gradient_averaging_ranks_differ(tmp_path, single):
-    r = _run(tmp_path / "skip.npz", "skip", 2)
-    assert r.returncode == 0, r.stdout + r.stderr
-    diff = max(np.abs(a - b).max() for a, b in zip(single, _load(tmp_path / "skip.npz")))
+@pytest.mark.parametrize("model,mode,ref_mode", CASES, ids=[f"{m}-{d}" for m, d, _ in CASES])
+def test_two_ranks_match_one_process(tmp_path, reference, model, mode, ref_mode):
+    _same(reference(model, ref_mode), load_params(_two_ranks(tmp_path, mode, model)))
+
+
+@needs_mpi
+def test_zero_keeps_half_the_adam_state_per_rank(tmp_path):
+    z = np.load(_two_ranks(tmp_path, "zero", "mlp"))
+    full = int(z["unsharded_bytes"][0])
+    per_rank = z["state_bytes"]
+    # MLP 5-16-3: 80+16+48+3 = 147 float64 parameters, two moments: 2352 bytes unsharded;
+    # 2 ranks own ceil(147/2) = 74 elements each: 1184 bytes
+    assert full == 2 * 147 * 8
+    assert per_rank.tolist() == [2 * 74 * 8, 2 * 74 * 8]
+
+
+@needs_mpi
+def test_without_gradient_averaging_ranks_differ(tmp_path, reference):
+    skip = load_params(_two_ranks(tmp_path, "skip", "mlp"))
+    diff = max(np.abs(a - b).max() for a, b in zip(reference("mlp"), skip))
     assert diff > 1e-4  # the comparison above would catch a missing all-reduce
 
 
 @needs_mpi
 def test_mismatched_parameters_fail_naming_the_difference(tmp_path):
-    r = _run(tmp_path / "bad.npz", "mismatch", 2)
+    r = run(WORKER, [tmp_path / "bad.npz", "mismatch", "mlp"], 2)
     assert r.returncode != 0
     assert "rank 0 has ('0.weight', (5, 16)" in r.stdout + r.stderr
     assert "parameters differ across ranks" in r.stdout + r.stderr
 
 
 @needs_mpi
+def test_mismatched_bucket_layouts_fail_before_any_reduction(tmp_path):
+    r = run(WORKER, [tmp_path / "bad.npz", "buckets", "mlp"], 2)
+    assert r.returncode != 0
+    assert "gradient bucket layout differs across ranks" in r.stdout + r.stderr
+    assert not (tmp_path / "bad.npz").exists()
+
+
+@needs_mpi
 def test_exception_on_one_rank_ends_every_rank(tmp_path):
-    r = _run(tmp_path / "crash.npz", "crash", 2)  # would hang (TimeoutExpired) without the abort
+    r = run(WORKER, [tmp_path / "crash.npz", "crash", "mlp"], 2, timeout=60)  # TimeoutExpired without the abort
     assert r.returncode != 0
     assert "injected failure on rank 1" in r.stdout + r.stderr
+    assert "rank 1 raised RuntimeError; aborting every rank" in r.stderr
     assert not (tmp_path / "crash.npz").exists()
+
+
+@needs_mpi
+def test_rank_killed_mid_step_ends_the_others(tmp_path):
+    r = run(WORKER, [tmp_path / "kill.npz", "kill", "mlp"], 2, timeout=60)  # TimeoutExpired if rank 0 hung
+    assert r.returncode != 0
+    assert "signal 9" in (r.stdout + r.stderr).lower() or "killed" in (r.stdout + r.stderr).lower()
+    assert not (tmp_path / "kill.npz").exists()
 
 
 def test_world_size_one_without_launcher():

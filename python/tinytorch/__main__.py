@@ -7,6 +7,9 @@
     tinytorch milestone NAME [--quick]
                        run every milestone whose name contains NAME (shipped with the package;
                        NAME 'list' lists them)
+    tinytorch launch -n N [--hostfile F] [--threads K] [--oversubscribe] [--dry-run] script.py [args]
+                       run script.py on N MPI ranks (mpirun/mpiexec, the venv's first; one runtime
+                       thread per rank unless told otherwise; works as root)
 """
 from __future__ import annotations
 
@@ -109,6 +112,15 @@ def cmd_milestone(args) -> int:
     return run_milestones(args.name, (["--quick"] if args.quick else []) + list(args.script_args))
 
 
+def cmd_launch(args) -> int:
+    from .distributed.launcher import launch  # mpi4py is not needed to start the launcher
+    try:
+        return launch(args.n, args.script, args.script_args, dry_run=args.dry_run, hostfile=args.hostfile,
+                      threads=args.threads, oversubscribe=args.oversubscribe, launcher=args.launcher)
+    except (ValueError, FileNotFoundError) as exc:
+        return _refuse("launch", str(exc))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tinytorch", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -136,6 +148,19 @@ def main(argv: list[str] | None = None) -> int:
     mile.add_argument("script_args", nargs=argparse.REMAINDER, metavar="SCRIPT OPTIONS",
                       help="further options passed to each script (optional)")
     mile.set_defaults(fn=cmd_milestone)
+    launch = sub.add_parser("launch", help="run a script on N MPI ranks (docs/distributed.md)",
+                            usage="tinytorch launch [-h] -n N [options] script.py [SCRIPT ARGS ...]")
+    launch.add_argument("-n", "--nproc", dest="n", type=int, required=True, help="number of processes")
+    launch.add_argument("--hostfile", help="MPI hostfile (one host per line), passed to the launcher")
+    launch.add_argument("--threads", type=int, help="runtime threads per process (default: "
+                        "TINYTORCH_NUM_THREADS / OMP_NUM_THREADS when set, else 1)")
+    launch.add_argument("--oversubscribe", action="store_true", help="allow more ranks than cores (Open MPI)")
+    launch.add_argument("--launcher", help="the mpirun/mpiexec to use (default: the venv's, then PATH)")
+    launch.add_argument("--dry-run", action="store_true", help="print the launcher command instead of running it")
+    launch.add_argument("script", help="the Python script every rank runs")
+    launch.add_argument("script_args", nargs=argparse.REMAINDER, metavar="SCRIPT ARGS",
+                        help="arguments passed to the script")
+    launch.set_defaults(fn=cmd_launch)
     args = parser.parse_args(argv)
     try:
         return args.fn(args)

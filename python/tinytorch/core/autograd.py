@@ -307,9 +307,14 @@ def _topological_order(root):
         stack.append((t, True))
         ctx = t._ctx
         if ctx is not None:
+            inner = []
             for p, need in zip(ctx.parents, ctx.needs_input_grad):
                 if need and id(p) not in visited:
-                    stack.append((p, False))
+                    if p._ctx is None:  # a leaf goes below its siblings: it lands later in `order`,
+                        stack.append((p, False))  # so the walk reaches it as soon as its users are done
+                    else:                         # (gradient-ready hooks fire early; sums are unchanged)
+                        inner.append((p, False))
+            stack.extend(inner)
     return order
 
 

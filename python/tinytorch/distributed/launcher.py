@@ -75,6 +75,11 @@ def launch_command(n: int, script: str, args=(), hostfile=None, threads=None, ov
         raise ValueError(f"launch: --threads must be a positive integer, got {threads!r}")
     if hostfile is not None and not os.path.isfile(hostfile):
         raise ValueError(f"launch: hostfile {hostfile!r} does not exist")
+    if launcher is not None and not (os.path.isfile(launcher) and os.access(launcher, os.X_OK)):
+        found = shutil.which(launcher)
+        if found is None:
+            raise FileNotFoundError(f"launch: launcher {launcher!r} is not an executable file or a command on PATH")
+        launcher = found
     launcher = launcher or find_launcher()
     flavor = launcher_flavor(launcher)
     env = dict(os.environ if environ is None else environ)
