@@ -71,7 +71,7 @@ def test_names_are_unique_and_numpy_is_last():
         backends.unregister("no-such-back-end")
     order = [b.name for b in backends.registered()]
     assert order[-1] == "numpy" and {"cpu:scalar", "cpu:avx2", "cpu:avx512", "cpu:neon"} <= set(order)
-    assert backends.routes("gemm")[-1] is backends.numpy_fallback.gemm
+    assert backends.routes("gemm")[-1] is backends.reference.gemm
 
 
 def test_the_active_isa_is_the_usable_cpu_entry():
@@ -94,12 +94,14 @@ def test_the_active_isa_is_the_usable_cpu_entry():
 
 
 def test_the_fusion_entry_reports_compile_graphs_executors():
-    """The registry's "fusion" entry serves no door op; its probe says whether the runtime's
-    tile interpreter is there (and with which ISA) and whether a C compiler was found."""
+    """The registry's "fusion" entry serves one op, "fusion_run" (compile_graph's programs go
+    through the door); its probe says whether the runtime's tile interpreter is there (and
+    with which ISA) and whether a C compiler was found."""
     from tinytorch import _native, native
     usable, detail = backends.status("fusion")
     entry = {b.name: b for b in backends.registered()}["fusion"]
-    assert entry.ops == {}
+    from tinytorch.backends import fusion
+    assert entry.ops == {"fusion_run": fusion.run}
     if native.available() and _native.has_fusion():
         assert usable and f"fusion:interp:{native.isa()}" in detail
     else:

@@ -17,7 +17,7 @@ from tinytorch.core.acceleration import last_path, native_enabled, use_native
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import compile_graph
 from tinytorch.extensions.compile import CompiledGraph, FusedSource, executor_choice
-from tinytorch.extensions.fusion_cc import compiler
+from tinytorch.backends.fusion.executors import compiler
 from tinytorch.extensions.fusion_trace import UnsupportedOperation
 
 RNG = np.random.default_rng(1101)
@@ -414,7 +414,7 @@ def test_environment_variable_selects_and_rejects(monkeypatch):
 
 
 def test_library_without_fusion_falls_back_with_the_reason(monkeypatch):
-    from tinytorch.extensions import fusion_cc
+    from tinytorch.backends.fusion import executors as fusion_cc
     if _native.lib is None or not native_enabled():
         pytest.skip("no runtime library at all, or the native path is off")
     monkeypatch.setattr(fusion_cc._native, "has_fusion", lambda: False)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from tinytorch import _native
 from tinytorch.core.acceleration import last_path
-from tinytorch.extensions import compile_graph, fusion_cc
+from tinytorch.backends.fusion import executors as fusion_cc
+from tinytorch.extensions import compile_graph
 from tinytorch.extensions.fusion_ir import MAGIC, Node, Program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

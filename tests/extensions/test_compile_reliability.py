@@ -6,7 +6,8 @@ import pytest
 
 from tinytorch import _native
 from tinytorch.core.tensor import Tensor
-from tinytorch.extensions import compile_graph, fusion_cc
+from tinytorch.backends.fusion import executors as fusion_cc
+from tinytorch.extensions import compile_graph
 from tinytorch.extensions.compile import UnsupportedOperation
 
 from test_compile import EXECUTORS, _skip_unless

@@ -1,6 +1,7 @@
 """tinytorch.backends: the registry behind the kernel door, and its one switch and one report.
 
-A back end is one file in this folder that ends with one registration line:
+A back end is one folder here (or one file, for an out-of-tree one) whose package ends with
+one registration line:
 
     register("cpu:avx2", probe=..., ops={"gemm": gemm, "matmul": matmul, ...}, priority=100)
 
@@ -9,7 +10,8 @@ A back end is one file in this folder that ends with one registration line:
   ops       op name -> implementation. An implementation takes the door's arguments
             (see tinytorch.core.acceleration) and returns its result, or NotImplemented
             to decline a call (a dtype or a size it does not serve); the next back end
-            in priority order then gets it
+            in priority order then gets it. A back end serving the door's ops registers
+            ``door_ops(<its modules>)``: DOOR_OPS names them once
   priority  higher first; the NumPy back end (priority 0) serves every call last
   native    True for anything but the NumPy fallback: use_native(False) skips these
 
@@ -17,10 +19,18 @@ The door (tinytorch.core.acceleration) asks routes(op) for the usable implementa
 an op, in order, and calls the first that does not decline. Probes run once and are
 cached until refresh() (native.set_isa calls it); the switch clears the route cache too.
 
-Built in: cpu:scalar, cpu:avx2, cpu:avx512, cpu:neon (cpu.py: the runtime's kernels; the
-entry of the active ISA is the usable one), numpy (numpy_fallback.py), and the device
-probes triton, cuda, mps (devices.py), which serve only their extensions' own ops, and
-fusion (fusion.py), which reports compile_graph's executors.
+Built in, one folder each, in the order a call meets them:
+  cpu/        cpu:scalar, cpu:avx2, cpu:avx512, cpu:neon: the runtime's kernels, one file per
+              family of runtime/cpu/; the entry of the active ISA is the usable one
+  triton/     Triton kernels (bias-GELU, FlashAttention forward) on an NVIDIA GPU or under
+              TRITON_INTERPRET=1; cuda/: the CUDA SGEMM stages; mps/: Metal on Apple GPUs.
+              These serve their extensions' own ops, not the door's (devices.py: what the
+              three share: the driver probe and the per-thread LastRun report)
+  fusion/     compile_graph's executors (the tile interpreter, generated C) behind the
+              "fusion_run" op, the C-compiler search and the compiled-kernel cache
+  reference/  numpy: the NumPy formulas of every door op (the package's formula library),
+              never declines (numpy_fallback and attention_reference are its old names)
+Nothing here imports tinytorch.extensions: the extensions call down, through routes().
 """
 from __future__ import annotations
 
@@ -250,4 +260,4 @@ def record_native_path() -> None:
 
 
 # The built-in back ends register themselves on import.
-from . import cpu, triton, cuda, mps, fusion, numpy_fallback  # noqa: E402,F401
+from . import cpu, triton, cuda, mps, fusion, reference  # noqa: E402,F401

@@ -6,7 +6,7 @@ intermediate of an elementwise chain to memory and reads it back: ``(x + bias) *
 10^7 float32 moves 200 MB (x, bias read; t written; t read; y written) where one fused loop
 moves 120 MB (x and bias read once, y written once; 160 MB when scale is a full array
 too). The traced program (fusion_trace.py) is executed by the runtime's tile interpreter or
-by a C loop generated from it and compiled once (fusion_cc.py), streaming L1-sized blocks
+by a C loop generated from it and compiled once (backends/fusion/executors.py), streaming L1-sized blocks
 with every intermediate in registers or a per-thread scratch tile. The backward pass is the
 adjoint program (fusion_grad.py), fused and executed the same way; it recomputes the forward
 from the saved graph inputs, so no intermediate is ever stored for autograd.
@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import os
 import time
-from ctypes import c_int64 as ctypes_i64, c_void_p as ctypes_void
 
 import numpy as np
 
@@ -51,7 +50,9 @@ from ..core import acceleration as _acc
 from ..core.acceleration import last_path
 from ..core.autograd import Function, no_grad
 from ..core.tensor import Tensor
-from . import fusion_cc, fusion_grad, fusion_trace
+from .. import backends as _backends
+from ..backends.fusion import executors as fusion_executors
+from . import fusion_grad, fusion_trace
 from .fusion_ir import ACCUMULATE, Program, code_dtype
 from .fusion_numpy import run_numpy
 from .fusion_trace import UnsupportedOperation
@@ -146,12 +147,12 @@ def executor_choice(program: Program | None = None):
         raise ValueError(f"TINYTORCH_FUSION={want!r}: expected one of {', '.join(_EXECUTORS)}")
     if want == "numpy":
         return "numpy", "TINYTORCH_FUSION=numpy"
-    lib, why = fusion_cc.fusion_library()
+    lib, why = fusion_executors.fusion_library()
     if lib is None:
         return "numpy", why
     if want == "interp":
         return "interp", "TINYTORCH_FUSION=interp"
-    path, detail, _ = fusion_cc.compiler()
+    path, detail, _ = fusion_executors.compiler()
     if path is None:
         return "interp", detail
     if want == "auto" and program is not None:
@@ -168,20 +169,6 @@ def executor_choice(program: Program | None = None):
 
 
 # ====================================================================== one traced signature
-
-def _element_strides(a: np.ndarray) -> list:
-    return [0 if n == 1 else s // a.itemsize for n, s in zip(a.shape, a.strides)]
-
-
-def _contiguous_strides(shape) -> list:
-    """Row-major element strides of a fresh output buffer (0 on size-1 axes). NumPy reports
-    0 for every axis of an empty array, which the runtime would read as a broadcast."""
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(0 if n == 1 else step)
-        step *= max(n, 1)
-    return strides[::-1]
-
 
 def _padded(a: np.ndarray, rank: int) -> np.ndarray:
     a = a[(None,) * (rank - a.ndim)] if a.ndim < rank else a
@@ -241,7 +228,7 @@ class _Plan:
         key = id(program)
         entry = self._native.get(key)
         if entry is None:
-            entry = self._native[key] = {"prog": fusion_cc.NativeProgram(lib, program.words(), program.imm()),
+            entry = self._native[key] = {"prog": fusion_executors.NativeProgram(lib, program.words(), program.imm()),
                                          "kernel": None, "failed": ""}
         return entry
 
@@ -253,41 +240,24 @@ class _Plan:
             outputs = [np.empty(s, dtype=d) for s, d in zip(out_shapes, out_dtypes)]
         mode, why = executor_choice(program)
         if mode != "numpy":
-            lib, _ = fusion_cc.fusion_library()
+            lib, _ = fusion_executors.fusion_library()
             entry = self._native_program(program, lib)
-            rank = len(self.domain)
-            dummy = np.zeros(1, dtype=np.float64)
-            ptrs = [(a if a is not None else dummy).ctypes.data for a in inputs]
-            strides = []
-            for a in inputs:
-                strides += _element_strides(a) if a is not None else [0] * rank
-            in_p = (ctypes_void * len(ptrs))(*ptrs)
-            in_s = (ctypes_i64 * max(len(strides), 1))(*strides)
-            out_p = (ctypes_void * len(outputs))(*[o.ctypes.data for o in outputs])
-            o_str = []
-            for o in outputs:
-                o_str += _contiguous_strides(o.shape)
-            out_s = (ctypes_i64 * len(o_str))(*o_str)
             if mode == "compiled":
                 if entry["kernel"] is None and not entry["failed"]:
                     start = time.perf_counter()
                     try:
-                        entry["kernel"], self.cache_event = fusion_cc.compile_source(
+                        entry["kernel"], self.cache_event = fusion_executors.compile_source(
                             entry["prog"].source(), program.words().tobytes() + program.imm().tobytes())
                     except (RuntimeError, OSError) as exc:
                         entry["failed"] = f"compiling the generated C failed, the interpreter ran: {exc}"
                     self.compile_seconds = time.perf_counter() - start
-                if entry["kernel"] is not None:
-                    if entry["kernel"](in_p, in_s, out_p, out_s) != 0:
-                        raise MemoryError("compile_graph: the compiled kernel could not allocate its "
-                                          "accumulation buffer")
-                    self.last_path, self.reason = "fusion:compiled", why
-                    _acc.record_path("fusion:compiled")
-                    return outputs
-                why = entry["failed"]
-            path = entry["prog"].run(in_p, in_s, out_p, out_s)
-            self.last_path, self.reason = path, why
-            _acc.record_path(path)
+                if entry["kernel"] is None:
+                    why = entry["failed"]
+            kernel = entry["kernel"] if mode == "compiled" else None
+            # through the door: the fusion back end builds the pointer arrays and runs it
+            self.last_path = _backends.routes("fusion_run")[0](entry["prog"], kernel, inputs,
+                                                               len(self.domain), outputs)
+            self.reason = why
             return outputs
         run_numpy(program, inputs, outputs)
         self.last_path, self.reason = "fusion:numpy", why
@@ -563,7 +533,7 @@ class CompiledGraph(Function):
     def source(self) -> str:
         """The generated C of the fused loop (tt_fusion_source); the IR listing when the
         runtime has no fusion executor."""
-        lib, why = fusion_cc.fusion_library()
+        lib, why = fusion_executors.fusion_library()
         if lib is None:
             return f"/* no generated C: {why} */\n" + self.ir
         plan = self._current()
@@ -573,7 +543,7 @@ class CompiledGraph(Function):
         """The generated C of the adjoint program for all inputs' gradients."""
         plan = self._current()
         prog, _ = plan.backward_program(tuple(True for _ in plan.positions))
-        lib, why = fusion_cc.fusion_library()
+        lib, why = fusion_executors.fusion_library()
         if prog is None:
             return "/* every gradient is zero */"
         if lib is None:

@@ -1,4 +1,5 @@
-"""fusion_cc: the native executors of a fusion program, and the compiled-C cache.
+"""executors: the native executors of a fusion program, the one C-compiler search, and the
+compiled-C cache (also importable as tinytorch.extensions.fusion_cc, its old name).
 
 Two executors live in the runtime library (runtime/fusion/, ``tt_fusion_*``):
 
@@ -34,12 +35,12 @@ import threading
 
 import numpy as np
 
-from .. import _native
-from .._atomic import write_file
-from ..core import acceleration as _acc
+from ... import _native
+from ..._atomic import write_file
+from .. import native_enabled
 
-__all__ = ["NativeProgram", "compiler", "cache_dir", "compile_source", "BASE_FLAGS",
-           "fusion_library"]
+__all__ = ["NativeProgram", "compiler", "compiler_names", "compiler_on_path", "cache_dir",
+           "compile_source", "forget_loaded", "BASE_FLAGS", "fusion_library"]
 
 BASE_FLAGS = ("-std=c11", "-O3", "-fno-math-errno", "-fPIC", "-shared")
 OPTIONAL_FLAGS = ("-march=native",)
@@ -53,9 +54,9 @@ _has_fusion: dict = {}      # id(library) -> whether it exports tt_fusion_* (ask
 def fusion_library():
     """(the runtime library or None, reason when None): None when the native path is off,
     the library is missing, or it was built without the tt_fusion_* functions."""
-    lib = _acc.native_library()
+    lib = _native.lib if native_enabled() else None
     if lib is None:
-        if not _acc.native_enabled():
+        if not native_enabled():
             return None, "the native path is turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1)"
         return None, _native.reason() or "the runtime library is not loaded"
     has = _has_fusion.get(id(lib))
@@ -120,11 +121,21 @@ class NativeProgram:
                 pass
 
 
+def compiler_names() -> list:
+    """The C compilers looked for, in order: ``$CC``, then cc, gcc, clang."""
+    return [n for n in (os.environ.get("CC", "").strip(), "cc", "gcc", "clang") if n]
+
+
+def compiler_on_path():
+    """The first of ``compiler_names()`` found on PATH, or None: a lookup only (the registry's
+    probe uses it; ``compiler()`` also test-compiles)."""
+    return next((found for found in map(shutil.which, compiler_names()) if found), None)
+
+
 def _probe_compiler():
     """(path, identity, flags) of a working C compiler, or (None, reason, ())."""
-    names = [os.environ.get("CC", "").strip(), "cc", "gcc", "clang"]
     tried = []
-    for name in [n for n in names if n]:
+    for name in compiler_names():
         path = shutil.which(name)
         if path is None:
             tried.append(f"{name}: not on PATH")
@@ -158,6 +169,13 @@ def compiler():
         if key not in _compiler_probe:
             _compiler_probe[key] = _probe_compiler()
         return _compiler_probe[key]
+
+
+def forget_loaded() -> None:
+    """Forget the kernels this process loaded, so the next ``compile_source`` of a program
+    goes to the on-disk cache again (benchmarks/bench_fusion.py times a cache hit this way)."""
+    with _lock:
+        _loaded.clear()
 
 
 def cache_dir() -> str:

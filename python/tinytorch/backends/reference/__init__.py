@@ -1,4 +1,5 @@
-"""numpy_fallback: the NumPy back end -- every op of the door, in NumPy, for any dtype.
+"""backends/reference: the NumPy back end ("numpy") -- every op of the door, in NumPy, for any
+dtype: the package's formula library (also importable as tinytorch.backends.numpy_fallback).
 
 It serves what the native back ends decline (float64, integers, tiny problems) and
 everything when they are off or missing, so it never declines. It also holds the one
@@ -7,7 +8,8 @@ stable sigmoid of the package and the GELU formulas (tanh approximation):
   gelu(u) = 0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))) = u sigmoid(z),
   z = 2 sqrt(2/pi) (u + 0.044715 u^3)
 
-evaluated in the sigmoid form so it never overflows. Limits at infinity: gelu(+inf) = inf,
+evaluated in the sigmoid form so it never overflows. Attention's tiled FlashAttention
+reference (the teaching version and test oracle) is flash_attention.py beside this file. Limits at infinity: gelu(+inf) = inf,
 gelu(-inf) = -0, gelu'(+inf) = 1, gelu'(-inf) = 0; NaN propagates (the native kernels
 follow the same rules, runtime/cpu/bias_gelu_kernels.h). Integer input gives float32.
 """
@@ -18,8 +20,8 @@ import sys
 
 import numpy as np
 
-from . import attention_reference as _attention
-from . import door_ops, record_path, register
+from .. import door_ops, record_path, register
+from . import flash_attention as _attention
 
 SQRT_2_OVER_PI = 0.7978845608028654
 GELU_C = 0.044715

@@ -1,5 +1,6 @@
-"""attention_reference: the tiled NumPy FlashAttention -- the teaching version, the test
-oracle, and the NumPy back end's attention op (registered in numpy_fallback.py).
+"""flash_attention: the tiled NumPy FlashAttention -- the teaching version, the test oracle,
+and the NumPy back end's attention op (registered in reference/__init__.py; also importable
+as tinytorch.backends.attention_reference).
 
 The online-softmax equations written out line by line, tile by tile: per query a running
 maximum m_i, a running sum l_i and an accumulator O_i rescaled whenever the maximum grows,
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import record_path
+from .. import record_path
 
 __all__ = ["attention_forward_reference", "attention_backward_reference", "attention_naive",
            "attention", "attention_backward", "FALLBACK_BLOCK"]
