@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from parity import assert_close
-from tinytorch.core.layers import Linear
+from tinytorch.core.layers import Linear, Parameter
 from tinytorch.core.optimizers import (SGD, Adam, AdamW, CosineAnnealingLR, LambdaLR, LinearLR, SequentialLR,
                                        StepLR, clip_grad_norm_)
 from tinytorch.core.tensor import Tensor
@@ -73,19 +73,26 @@ def test_adamw_default_weight_decay_is_pytorchs():
 
 @pytest.mark.parametrize("make", [lambda ps: SGD(ps, lr=0.1, momentum=0.9), lambda ps: Adam(ps), lambda ps: AdamW(ps)])
 def test_frozen_parameters_are_skipped_and_stay_frozen(make):
+    """A frozen Parameter is skipped even with a stale grad; a plain Tensor with a ``.grad``
+    set by hand is updated whatever ``requires_grad`` says (upstream TinyTorch's code sets
+    grads on plain Tensors); requires_grad is never changed."""
     trainable = Tensor(np.ones(3), requires_grad=True)
-    frozen = Tensor(np.ones(3), requires_grad=True)
+    frozen = Parameter(np.ones(3))
     frozen.requires_grad = False
     frozen.grad = np.ones(3, np.float32)  # even a stale grad must not be applied
+    by_hand = Tensor(np.ones(3))
     no_grad_yet = Tensor(np.ones(2), requires_grad=True)
-    opt = make([trainable, frozen, no_grad_yet])
+    opt = make([trainable, frozen, by_hand, no_grad_yet])
     trainable.grad = np.ones(3, np.float32)
+    by_hand.grad = np.ones(3, np.float32)
     opt.step()
-    assert not frozen.requires_grad
+    assert not frozen.requires_grad and not by_hand.requires_grad
     np.testing.assert_array_equal(frozen.data, np.ones(3))
     np.testing.assert_array_equal(no_grad_yet.data, np.ones(2))
+    np.testing.assert_allclose(by_hand.data, trainable.data)
     assert not np.array_equal(trainable.data, np.ones(3))
     assert frozen not in opt.state and no_grad_yet not in opt.state and trainable in opt.state
+    assert opt.update_counts == [1, 0, 1, 0]
 
 
 def test_adam_state_names_and_in_place_updates():
@@ -134,8 +141,14 @@ def test_bad_optimizer_arguments():
         SGD([np.ones(2)], lr=0.1)
     with pytest.raises(ValueError, match="nesterov"):
         SGD([p], lr=0.1, nesterov=True)
-    with pytest.raises(ValueError, match="empty"):
-        SGD([], lr=0.1)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="lr"):
+            SGD([p], lr=bad)
+        with pytest.raises(ValueError, match="momentum"):
+            SGD([p], lr=0.1, momentum=bad)
+        with pytest.raises(ValueError, match="eps"):
+            Adam([p], eps=bad)
+    assert SGD([], lr=0.1).step() is None  # a model without parameters (upstream allows it)
 
 
 def test_clip_grad_norm(rng):

@@ -134,7 +134,7 @@ class DataLoader:
     Args:
         dataset: anything with ``__len__`` and ``__getitem__`` (a ``Dataset``); when it
             has ``get_batch(indices)`` and no ``collate_fn`` is given, that is used.
-        batch_size: samples per batch, a positive int.
+        batch_size: samples per batch, a positive integer.
         shuffle: draw a fresh permutation every epoch.
         drop_last: drop the final batch when it is smaller than ``batch_size``.
         seed: seed of the loader's own shuffling generator; None shuffles with the
@@ -151,7 +151,7 @@ class DataLoader:
         if not hasattr(dataset, "__len__") or not hasattr(dataset, "__getitem__"):
             raise TypeError(f"DataLoader: dataset must define __len__ and __getitem__, got {type(dataset).__name__}")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
-            raise ValueError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
+            raise ValueError(f"DataLoader: batch_size must be a positive integer, got {batch_size!r}")
         if num_workers < 0:
             raise ValueError(f"DataLoader: num_workers must be >= 0, got {num_workers}")
         self.dataset, self.batch_size = dataset, int(batch_size)

@@ -7,6 +7,8 @@ What this file owns
     ``save(path)``/``load(path)``.
   * ``Parameter`` (a Tensor that requires grad by default), ``Linear``, ``Sequential``,
     ``Dropout``, ``Flatten``, ``Identity``.
+  * ``set_training_mode(model, mode)`` (upstream TinyTorch's): ``train()``/``eval()`` for any
+    model object, also a plain class holding layers in attributes, lists or dicts.
 
 Discovery: like PyTorch's Module, sub-layers and parameters are found from instance
 attributes, in assignment order: a ``Tensor`` attribute is a parameter (frozen ones
@@ -39,7 +41,7 @@ from .state_files import checked_cast
 from .tensor import Tensor
 
 __all__ = ["Parameter", "Layer", "Module", "Linear", "Sequential", "Dropout", "Flatten", "Identity",
-           "IncompatibleKeys", "XAVIER_SCALE_FACTOR", "DROPOUT_MIN_PROB", "DROPOUT_MAX_PROB"]
+           "IncompatibleKeys", "set_training_mode", "XAVIER_SCALE_FACTOR", "DROPOUT_MIN_PROB", "DROPOUT_MAX_PROB"]
 
 # What load_state_dict returns, as PyTorch's _IncompatibleKeys: still a (missing, unexpected) tuple.
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -318,7 +320,7 @@ class Linear(Layer):
         in_features: size of the last axis of the input.
         out_features: size of the last axis of the output.
         bias: add a learnable bias of shape (out_features,).
-        dtype: dtype of the parameters (float32 by default).
+        dtype: dtype of the parameters (float32 by default; float64 gives float64 weights).
 
     Shape: input (..., in_features), output (..., out_features).
     """
@@ -329,8 +331,8 @@ class Linear(Layer):
         self.in_features, self.out_features = int(in_features), int(out_features)
         bound = math.sqrt(XAVIER_SCALE_FACTOR) / math.sqrt(in_features) if in_features > 0 else 0.0
         rng = get_generator()
-        self.weight = Parameter(rng.uniform(-bound, bound, (in_features, out_features)).astype(dtype))
-        self.bias = Parameter(rng.uniform(-bound, bound, (out_features,)).astype(dtype)) if bias else None
+        self.weight = Parameter(rng.uniform(-bound, bound, (in_features, out_features)), dtype=dtype)
+        self.bias = Parameter(rng.uniform(-bound, bound, (out_features,)), dtype=dtype) if bias else None
 
     def forward(self, x):
         """``x @ weight + bias`` for ``x`` of shape (..., in_features) (a Tensor or array)."""
@@ -410,10 +412,18 @@ class Flatten(Layer):
         return x.flatten(self.start_dim, self.end_dim)
 
 
+def _dropout_mask(shape, p: float, dtype) -> np.ndarray:
+    """The one dropout mask: each element kept with probability 1 - p (framework generator)
+    and then worth 1/(1-p), dropped ones 0 (all 0 when p = 1)."""
+    if p >= DROPOUT_MAX_PROB:
+        return np.zeros(shape, dtype=dtype)
+    keep = get_generator().random(shape, dtype=np.float32) >= p
+    return keep.astype(dtype) * np.asarray(1.0 / (1.0 - p), dtype=dtype)
+
+
 class DropoutFunction(Function):
     def forward(self, x, p):
-        keep = get_generator().random(x.shape, dtype=np.float32) >= p
-        self.mask = keep.astype(x.dtype) * np.asarray(1.0 / (1.0 - p), dtype=x.dtype)
+        self.mask = _dropout_mask(x.shape, p, x.dtype)
         return x * self.mask
 
     def backward(self, g):
@@ -439,12 +449,68 @@ class Dropout(Layer):
         ``training`` (upstream TinyTorch's explicit flag) overrides the layer's mode for
         this call: ``dropout(x, training=False)`` is the identity even in train mode."""
         training = self.training if training is None else bool(training)
-        if not training or self.p == DROPOUT_MIN_PROB:
+        if not self._should_apply_dropout(training):
             return x
         if self.p == DROPOUT_MAX_PROB:
             return x * 0.0
         return DropoutFunction.apply(x, self.p)
 
+    # upstream TinyTorch's two steps of forward, kept as methods (its tests call them)
+    def _should_apply_dropout(self, training: bool) -> bool:
+        """True when a mask is applied: in training and with p > 0.
+
+        Args:
+            training: the mode of this call.
+        """
+        return bool(training) and self.p > DROPOUT_MIN_PROB
+
+    def _generate_dropout_mask(self, shape, dtype=np.float32):
+        """A fresh mask as a Tensor: kept elements 1/(1-p), dropped ones 0 (what forward
+        multiplies by).
+
+        Args:
+            shape: the mask's shape.
+            dtype: its dtype (float32 by default).
+        """
+        return Tensor(_dropout_mask(tuple(shape), self.p, np.dtype(dtype)), dtype=dtype)
+
     def extra_repr(self):
         """``p=...`` for repr()."""
         return f"p={self.p}"
+
+
+def set_training_mode(model, mode: bool = True):
+    """Put ``model`` in training (``mode=True``) or evaluation mode, whatever it is: a Layer
+    (``model.train(mode)``), or a plain object holding layers in attributes, lists, tuples or
+    dicts (a hand-written model class: its own attributes are searched, Layers below them
+    are walked whole), each once (cycles are fine). Sets
+    ``training`` on every Layer found, and on ``model`` itself when it has that attribute;
+    returns ``model``.
+
+    Args:
+        model: the model object.
+        mode: True for training, False for evaluation.
+    """
+    mode, seen, todo = bool(mode), set(), [model]
+    if not isinstance(model, Layer) and hasattr(model, "training"):
+        try:
+            model.training = mode
+        except AttributeError:
+            pass
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, Layer):
+            for m in obj.modules():
+                m.training = mode
+                seen.add(id(m))
+            continue
+        if isinstance(obj, dict):
+            todo.extend(obj.values())
+        elif isinstance(obj, (list, tuple)):
+            todo.extend(obj)
+        elif obj is model and hasattr(obj, "__dict__"):  # a plain model class: its attributes
+            todo.extend(vars(obj).values())
+    return model

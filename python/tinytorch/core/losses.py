@@ -4,9 +4,14 @@ What this file owns: each loss as a ``Layer`` (called as ``loss_fn(prediction, t
 backed by one fused ``Function`` whose backward is the closed form, which is both
 faster and more accurate than differentiating the composed ops.
 
-Inputs: predictions are Tensors (or arrays); targets are Tensors or arrays and never
-receive a gradient. Shapes and dtypes are checked and a mismatch raises ValueError /
-TypeError naming both shapes or the dtype.
+Inputs: predictions are Tensors (or arrays); targets are Tensors or arrays. A target gets
+a gradient only when it is a Tensor that requires grad (MSE, BCE: distillation-style soft
+targets); class indices never do. Shapes and dtypes are checked and a mismatch raises
+ValueError / TypeError naming both shapes or the dtype; MSE and upstream's
+``BinaryCrossEntropyLoss`` also refuse empty inputs ("matching, nonempty" shapes), and
+``BinaryCrossEntropyLoss`` refuses predictions or targets that are not finite values in [0, 1].
+A cross-entropy target that is not a class index raises ``ClassIndexError``, both a
+TypeError (ours) and a ValueError (upstream's).
 
   * ``CrossEntropyLoss(ignore_index=-100, label_smoothing=0.0, reduction="mean")``:
     logits (N, C) or (C,) or (N, C, d1, ...) with integer class targets (N,) / () /
@@ -28,7 +33,13 @@ from .layers import Layer
 from .tensor import Tensor
 
 __all__ = ["MSELoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "mse_loss", "cross_entropy",
-           "binary_cross_entropy_with_logits", "BinaryCrossEntropyLoss", "log_softmax", "EPSILON"]
+           "binary_cross_entropy_with_logits", "BinaryCrossEntropyLoss", "log_softmax", "EPSILON",
+           "ClassIndexError"]
+
+
+class ClassIndexError(TypeError, ValueError):
+    """Cross-entropy targets that are not class indices (fractional, NaN or inf values): a
+    TypeError, as this project raised first, and a ValueError, as upstream TinyTorch raises."""
 
 EPSILON = 1e-7  # BinaryCrossEntropyLoss's clipping margin (upstream TinyTorch's name and value)
 
@@ -50,6 +61,14 @@ def _pred(x, who):
 
 def _target_array(y):
     return y.data if isinstance(y, Tensor) else np.asarray(y)
+
+
+def _check_same_shape(who, pred_shape, target_shape, what="prediction"):
+    """ValueError unless prediction and target shapes are equal and nonempty (a column of
+    predictions against a vector of labels would broadcast to an N x N loss)."""
+    if pred_shape != target_shape or not int(np.prod(pred_shape)):
+        raise ValueError(f"{who}: {what} and target need matching, nonempty shapes, got "
+                         f"{what} shape {pred_shape} and target shape {target_shape}")
 
 
 def _reduce_forward(loss, reduction, count=None):
@@ -98,8 +117,7 @@ def mse_loss(pred, target, reduction: str = "mean"):
     _check_reduction(reduction, "MSELoss")
     pred = _pred(pred, "MSELoss")
     t = _target_array(target)
-    if t.shape != pred.data.shape:
-        raise ValueError(f"MSELoss: prediction shape {pred.data.shape} and target shape {t.shape} differ")
+    _check_same_shape("MSELoss", pred.data.shape, t.shape)
     if t.dtype.kind not in "fiub":
         raise TypeError(f"MSELoss: target dtype {t.dtype} is not numeric")
     t = t.astype(pred.data.dtype, copy=False)
@@ -172,15 +190,18 @@ def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: flo
         raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
     logits = _pred(logits, "CrossEntropyLoss")
     t = _target_array(target)
-    if t.dtype.kind == "f" and t.size and np.all(np.isfinite(t)) and np.all(t == np.round(t)):
+    if t.dtype.kind == "f" and np.all(np.isfinite(t)) and np.all(t == np.round(t)):
         t = t.astype(np.int64)  # upstream writes labels as float Tensors: whole numbers are class ids
     if t.dtype.kind not in "iu":
-        raise TypeError(f"CrossEntropyLoss: targets must be integer class indices (one class index per "
-                        f"sample; whole-number floats are accepted), got dtype {t.dtype} "
-                        "with non-integral values (cast with .astype(np.int64))")
+        raise ClassIndexError(f"CrossEntropyLoss: targets must be finite integer class indices (one class "
+                              f"index per sample; whole-number floats are accepted), got dtype {t.dtype} "
+                              "with non-integral, NaN or inf values (cast with .astype(np.int64))")
     shape = logits.data.shape
     if len(shape) == 0:
         raise ValueError("CrossEntropyLoss: logits must have a class dimension, got a 0-d tensor")
+    if not logits.data.size:
+        raise ValueError(f"CrossEntropyLoss: logits of shape {shape} and targets of shape {t.shape} "
+                         "must be nonempty (at least one sample and one class)")
     expected = shape[:1] + shape[2:] if len(shape) >= 2 else ()
     if t.shape != expected:
         raise ValueError(f"CrossEntropyLoss: logits of shape {shape} need targets of shape {expected}, "
@@ -231,13 +252,21 @@ class BCEWithLogitsFunction(Function):
         softplus_neg = np.logaddexp(0, -x)  # log(1 + exp(-x)), stable both ways
         loss = ((1.0 - y) * x + w * softplus_neg).astype(x.dtype, copy=False)
         self.x, self.y, self.w, self.reduction = x, y, w, reduction
+        if self.needs_input_grad[1]:
+            self.softplus_neg, self.pos_weight = softplus_neg, pos_weight
         return _reduce_forward(loss, reduction)
 
     def backward(self, g):
         x = self.x
-        grad = (1.0 - self.y) - self.w * (1.0 - _acc.stable_sigmoid(x))
         scale = _reduce_scale(g, self.reduction, x.size)
-        return (grad * scale).astype(x.dtype, copy=False), None, None, None
+        gx = gy = None
+        if self.needs_input_grad[0]:
+            grad = (1.0 - self.y) - self.w * (1.0 - _acc.stable_sigmoid(x))
+            gx = (grad * scale).astype(x.dtype, copy=False)
+        if self.needs_input_grad[1]:  # d/dy of (1 - y) x + w softplus(-x), w = 1 + (pw - 1) y
+            dy = -x if self.pos_weight is None else -x + (self.pos_weight - 1.0) * self.softplus_neg
+            gy = (dy * scale).astype(x.dtype, copy=False)
+        return gx, gy, None, None
 
 
 def binary_cross_entropy_with_logits(logits, target, reduction: str = "mean", pos_weight=None):
@@ -245,7 +274,8 @@ def binary_cross_entropy_with_logits(logits, target, reduction: str = "mean", po
 
     Args:
         logits: floating-point Tensor of any shape.
-        target: probabilities in [0, 1] (Tensor or array, numeric) of the same shape.
+        target: probabilities in [0, 1] (Tensor or array, numeric) of the same shape; a
+            Tensor that requires grad gets one.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
         pos_weight: optional weight of the positive term, broadcastable to the logits
             (e.g. one value per class, (C,)): > 1 raises recall.
@@ -254,14 +284,19 @@ def binary_cross_entropy_with_logits(logits, target, reduction: str = "mean", po
     logits = _pred(logits, "BCEWithLogitsLoss")
     t = _target_array(target)
     if t.shape != logits.data.shape:
-        raise ValueError(f"BCEWithLogitsLoss: logits shape {logits.data.shape} and target shape {t.shape} differ")
+        raise ValueError(f"BCEWithLogitsLoss: logits and target need matching shapes, got logits shape "
+                         f"{logits.data.shape} and target shape {t.shape}")
     if t.dtype.kind not in "fiub":
         raise TypeError(f"BCEWithLogitsLoss: target dtype {t.dtype} is not numeric")
     pw = None
     if pos_weight is not None:
         pw = np.asarray(pos_weight.data if isinstance(pos_weight, Tensor) else pos_weight, dtype=logits.data.dtype)
         np.broadcast_shapes(pw.shape, logits.data.shape)
-    return BCEWithLogitsFunction.apply(logits, t.astype(logits.data.dtype, copy=False), pw, reduction)
+    if isinstance(target, Tensor) and target.requires_grad:  # soft targets that learn
+        y = target if target.dtype == logits.data.dtype else target.astype(logits.data.dtype)
+    else:
+        y = t.astype(logits.data.dtype, copy=False)
+    return BCEWithLogitsFunction.apply(logits, y, pw, reduction)
 
 
 class BCEWithLogitsLoss(Layer):
@@ -314,8 +349,20 @@ class BinaryCrossEntropyLoss(Layer):
         self.eps, self.reduction = float(eps), reduction
 
     def forward(self, predictions, targets):
-        """The loss of probabilities ``predictions`` against same-shaped ``targets`` in [0, 1]."""
+        """The loss of probabilities ``predictions`` against same-shaped ``targets`` in [0, 1]
+        (ValueError for other shapes, an empty input, or values that are not finite values
+        in [0, 1]: raw scores belong in ``BCEWithLogitsLoss``)."""
         p = predictions if isinstance(predictions, Tensor) else Tensor(predictions)
+        t = _target_array(targets)
+        _check_same_shape("BinaryCrossEntropyLoss", p.data.shape, t.shape, "predictions")
+        for name, v in (("predictions", p.data), ("targets", t)):
+            if v.dtype.kind in "fc" and not np.all((v >= 0) & (v <= 1)):  # NaN fails too
+                bad = v[~((v >= 0) & (v <= 1))].flat[0]
+                raise ValueError(f"BinaryCrossEntropyLoss: {name} must be finite values in [0, 1] "
+                                 f"(probabilities; use BCEWithLogitsLoss for raw scores), got {bad}")
+            if v.dtype.kind in "iu" and not np.all((v >= 0) & (v <= 1)):
+                raise ValueError(f"BinaryCrossEntropyLoss: {name} must be finite values in [0, 1], "
+                                 f"got {v[(v < 0) | (v > 1)].flat[0]}")
         p = p.clip(self.eps, 1.0 - self.eps)
         logits = p.log() - (1.0 - p).log()
         return binary_cross_entropy_with_logits(logits, targets, self.reduction)

@@ -17,8 +17,18 @@ What this file owns
     and no code here uses 0.9, so the constant would be a number nothing reads (docs/compat.md).
 
 Rules every optimizer here keeps
-  * A parameter with ``requires_grad=False`` or no ``.grad`` is skipped; no state is
-    created for it, and ``requires_grad`` is never changed.
+  * A parameter whose ``.grad`` is None is skipped and no state is created for it, and so is
+    a frozen ``Parameter`` (``requires_grad=False``), even with a stale ``.grad``. A plain
+    Tensor with a ``.grad`` is updated whatever its ``requires_grad``: upstream TinyTorch code
+    hands optimizers ``Tensor([1.0])`` and sets ``.grad`` by hand (``torch.optim`` too
+    updates whatever has a ``.grad``). ``requires_grad`` is never changed. A ``.grad`` that is a Tensor (``p.grad = Tensor(...)``,
+    as upstream TinyTorch code writes) is read through its array.
+  * Hyper-parameters are checked before anything else: ``lr``, ``weight_decay``, ``momentum``,
+    ``eps`` finite and >= 0, each beta finite in [0, 1); a bad one is a ValueError naming it.
+  * ``update_counts``: per parameter, how many updates it has had (its own moment age for
+    Adam, so a parameter that first gets a gradient late is bias-corrected from its own
+    first step). ``get_momentum_state()``/``set_momentum_state()`` (upstream's buffer-only
+    accessors) check every entry before changing anything.
   * Updates are in place on ``p.data`` (the array identity never changes), so layers,
     tied weights and native kernels holding the array see the new values.
 """
@@ -30,6 +40,7 @@ import numpy as np
 
 from . import acceleration as _acc
 from .autograd import bump_version
+from .layers import Parameter
 from .tensor import Tensor
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "adam_update", "LRScheduler", "StepLR", "CosineAnnealingLR",
@@ -57,8 +68,27 @@ def _param_list(params, who):
         if not isinstance(p, Tensor):
             raise TypeError(f"{who}: parameter {i} is a {type(p).__name__}, not a Tensor")
     if len({id(p) for p in params}) != len(params):
-        raise ValueError(f"{who}: the same parameter appears more than once")
+        raise ValueError(f"{who}: the parameter list has duplicates (the same parameter appears "
+                         "more than once, so it would be updated twice per step)")
     return params
+
+
+def _check_hyper(who: str, name: str, value, upper: float | None = None) -> float:
+    """``value`` as a float when it is a finite number >= 0 (and < ``upper`` when given);
+    else a ValueError that names the hyper-parameter."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: {name} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v < 0 or (upper is not None and v >= upper):
+        bound = f"in [0, {upper:g})" if upper is not None else ">= 0"
+        raise ValueError(f"{who}: {name} must be finite and {bound}, got {value!r}")
+    return v
+
+
+def _grad_array(g):
+    """A gradient as an array: upstream code assigns ``p.grad = Tensor(...)``."""
+    return g.data if isinstance(g, Tensor) else g
 
 
 class Optimizer:
@@ -66,8 +96,9 @@ class Optimizer:
 
     Args:
         params: the Tensors to update: an iterable of Tensors, one Tensor, or a Layer
-            (its ``parameters()``). Each may appear once.
-        lr: learning rate, >= 0 (schedulers rewrite ``optimizer.lr``).
+            (its ``parameters()``). Each may appear once; an empty list is allowed (a model
+            without parameters: ``step()`` does nothing), as upstream.
+        lr: learning rate, finite and >= 0 (schedulers rewrite ``optimizer.lr``).
 
     ``state`` maps each parameter to a dict of NumPy arrays (its moments); ``step_count``
     counts ``step()`` calls.
@@ -76,12 +107,13 @@ class Optimizer:
     hyper_names: tuple = ("lr",)
 
     def __init__(self, params, lr: float):
-        if lr < 0:
-            raise ValueError(f"{type(self).__name__}: learning rate must be >= 0, got {lr}")
+        self.lr = _check_hyper(type(self).__name__, "lr (the learning rate)", lr)
         self.params = _param_list(params, type(self).__name__)
-        if not self.params:
-            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
-        self.lr = float(lr)
+        for p in self.params:
+            try:
+                p.grad
+            except AttributeError:  # a student's `del p.grad`: give the slot back, as upstream
+                p.grad = None
         self.initial_lr = None  # set by the first scheduler attached, so chained schedules agree
         self.state = {}
         self.step_count = 0
@@ -92,8 +124,8 @@ class Optimizer:
             p.grad = None
 
     def step(self) -> None:
-        """Update every parameter that requires grad and has a ``.grad``, in place on
-        ``p.data``; the others are skipped without creating state."""
+        """Update every parameter that has a ``.grad``, in place on ``p.data``; the others
+        are skipped without creating state."""
         self.step_count += 1
         state = self.state
         for p, g in self._with_grads():
@@ -101,15 +133,16 @@ class Optimizer:
             if s is None:
                 s = state[p] = {}
             self._update(p, g, s)
+            s["update_count"] = s.get("update_count", 0) + 1
             bump_version(p)  # updated in place: a graph that saved p must not backward now
 
     def _with_grads(self):
-        """(parameter, gradient) of every parameter that requires grad and has a ``.grad``, in
-        ``params`` order; ValueError when a gradient's shape differs from its parameter's."""
+        """(parameter, gradient array) of every parameter to update (a ``.grad``, not a frozen
+        Parameter), in ``params`` order; ValueError when a gradient's shape differs from its parameter's."""
         pairs = []
         for p in self.params:
-            g = p.grad
-            if g is None or not p.requires_grad:
+            g = _grad_array(p.grad)
+            if g is None or (not p.requires_grad and isinstance(p, Parameter)):
                 continue
             if g.shape != p.data.shape:
                 raise ValueError(f"{type(self).__name__}: grad shape {g.shape} does not match "
@@ -119,6 +152,13 @@ class Optimizer:
 
     def _update(self, p, grad, state):
         raise NotImplementedError
+
+    @property
+    def update_counts(self) -> list:
+        """Per parameter (``params`` order) the number of updates it has had (a parameter
+        without a ``.grad`` at a step is not updated and not counted)."""
+        return [int(s.get("update_count", s.get("step", 0))) for s in
+                (self.state.get(p, {}) for p in self.params)]
 
     # state dicts use parameter positions, not identities, so they survive a rebuild
     def state_dict(self) -> dict:
@@ -182,13 +222,14 @@ class SGD(Optimizer):
 
     def __init__(self, params, lr: float = DEFAULT_LEARNING_RATE_SGD, momentum: float = 0.0,
                  dampening: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0):
-        super().__init__(params, lr)
-        if momentum < 0 or weight_decay < 0:
-            raise ValueError(f"SGD: momentum and weight_decay must be >= 0, got {momentum}, {weight_decay}")
+        momentum = _check_hyper("SGD", "momentum", momentum)
+        dampening = _check_hyper("SGD", "dampening", dampening)
+        weight_decay = _check_hyper("SGD", "weight_decay", weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: nesterov needs momentum > 0 and dampening = 0")
-        self.momentum, self.dampening = float(momentum), float(dampening)
-        self.nesterov, self.weight_decay = bool(nesterov), float(weight_decay)
+        super().__init__(params, lr)
+        self.momentum, self.dampening = momentum, dampening
+        self.nesterov, self.weight_decay = bool(nesterov), weight_decay
 
     def _update(self, p, g, state):
         if self.weight_decay:
@@ -222,19 +263,45 @@ class SGD(Optimizer):
         return [None if b is None else b.copy() for b in self.momentum_buffers]
 
     def set_momentum_state(self, state) -> None:
-        """Restore buffers from ``get_momentum_state()``'s list (copied in; None entries are
-        skipped); ValueError when its length differs from the number of parameters.
+        """Restore buffers from ``get_momentum_state()``'s list (copied in); a None entry
+        clears that parameter's buffer (it had none when the state was taken). Every entry
+        is checked first (count, shapes), so a bad state changes nothing.
 
         Args:
-            state: list of arrays or None, or None (ignored, as upstream).
+            state: list of arrays or None, or None (ignored, as upstream; also ignored when
+                momentum is off).
         """
         if state is None or not self.has_momentum():
             return
-        if len(state) != len(self.params):
-            raise ValueError(f"SGD.set_momentum_state: {len(state)} buffers for {len(self.params)} parameters")
-        for p, buf in zip(self.params, state):
-            if buf is not None:
-                self.state.setdefault(p, {})["momentum_buffer"] = np.array(buf, dtype=p.data.dtype)
+        bufs = _checked_buffers("SGD", self.params, state, lambda entry: (entry,))
+        for p, (buf,) in zip(self.params, bufs):
+            if buf is None:
+                self.state.get(p, {}).pop("momentum_buffer", None)
+            else:
+                self.state.setdefault(p, {})["momentum_buffer"] = buf
+
+
+def _checked_buffers(who: str, params, state, split) -> list:
+    """Per parameter the entries of a ``set_momentum_state`` list (``split(entry)`` gives the
+    tuple of arrays or Nones of one entry) as copies of the parameter's dtype, after checking
+    the count and every shape; ValueError (naming it) before anything changes."""
+    state = list(state)
+    if len(state) != len(params):
+        raise ValueError(f"{who}.set_momentum_state: length mismatch, {len(state)} entries for "
+                         f"{len(params)} parameters")
+    out = []
+    for i, (p, entry) in enumerate(zip(params, state)):
+        arrays = []
+        for a in split(entry):
+            if a is not None:
+                a = np.asarray(a.data if isinstance(a, Tensor) else a)
+                if a.shape != p.data.shape:
+                    raise ValueError(f"{who}.set_momentum_state: entry {i} has shape {a.shape}, "
+                                     f"its parameter has shape {p.data.shape}")
+                a = np.array(a, dtype=p.data.dtype)
+            arrays.append(a)
+        out.append(tuple(arrays))
+    return out
 
 
 def adam_update(data: np.ndarray, g: np.ndarray, state: dict, lr: float, betas, eps: float,
@@ -283,14 +350,18 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr: float = DEFAULT_LEARNING_RATE_ADAM, betas=(DEFAULT_BETA1, DEFAULT_BETA2),
                  eps: float = DEFAULT_EPS, weight_decay: float = 0.0):
+        who = type(self).__name__
+        try:
+            b1, b2 = betas
+        except (TypeError, ValueError):
+            raise ValueError(f"{who}: betas must be a pair (beta1, beta2), got {betas!r}") from None
+        b1 = _check_hyper(who, "betas[0] (beta1)", b1, upper=1.0)
+        b2 = _check_hyper(who, "betas[1] (beta2)", b2, upper=1.0)
+        eps = _check_hyper(who, "eps", eps)
+        weight_decay = _check_hyper(who, "weight_decay", weight_decay)
         super().__init__(params, lr)
-        b1, b2 = betas
-        if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
-            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
-        if eps < 0 or weight_decay < 0:
-            raise ValueError(f"{type(self).__name__}: eps and weight_decay must be >= 0")
-        self.betas = (float(b1), float(b2))
-        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        self.betas = (b1, b2)
+        self.eps, self.weight_decay = eps, weight_decay
 
     def step(self) -> None:
         """Update every parameter that requires grad and has a ``.grad``: all of them in one
@@ -332,6 +403,50 @@ class Adam(Optimizer):
         """Per parameter (``params`` order) the live second moment ``exp_avg_sq``, or None."""
         return [self.state.get(p, {}).get("exp_avg_sq") for p in self.params]
 
+    def has_momentum(self) -> bool:
+        """Always True: Adam keeps two moments per parameter (upstream's accessor)."""
+        return True
+
+    def get_momentum_state(self) -> list:
+        """Copies of the moments, one ``(m, v)`` pair per parameter (``(None, None)`` before
+        its first update). The moment ages (``update_counts``) are not part of it, as
+        upstream: ``state_dict()`` (or a Trainer checkpoint) keeps everything."""
+        return [(None, None) if m is None else (m.copy(), v.copy())
+                for m, v in zip(self.m_buffers, self.v_buffers)]
+
+    def set_momentum_state(self, state) -> None:
+        """Restore ``get_momentum_state()``'s pairs (copied in): both moments, or
+        ``(None, None)`` to clear them; a pair with only one moment, a count or a shape that
+        does not match is a ValueError before anything changes. A parameter keeps its moment
+        age (0 when it had none).
+
+        Args:
+            state: list of (m, v) pairs, or None (ignored).
+        """
+        if state is None:
+            return
+        who = type(self).__name__
+
+        def split(entry):
+            try:
+                m, v = entry
+            except (TypeError, ValueError):
+                raise ValueError(f"{who}.set_momentum_state: each entry must be an (m, v) pair, "
+                                 f"got {entry!r}") from None
+            if (m is None) != (v is None):
+                raise ValueError(f"{who}.set_momentum_state: an entry needs both moments (m and v) "
+                                 "or neither")
+            return m, v
+
+        pairs = _checked_buffers(who, self.params, state, split)
+        for p, (m, v) in zip(self.params, pairs):
+            if m is None:
+                self.state.pop(p, None)
+            else:
+                s = self.state.setdefault(p, {})
+                s["exp_avg"], s["exp_avg_sq"] = m, v
+                s.setdefault("step", 0)
+
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter): ``p *= 1 - lr * weight_decay``
@@ -366,9 +481,12 @@ def clip_grad_norm_(params, max_norm: float, norm_type: float = 2.0) -> float:
             ``float("inf")`` for the max-abs norm).
     """
     params = _param_list(params, "clip_grad_norm_")
+    if not max_norm >= 0:  # NaN too
+        raise ValueError(f"clip_grad_norm_: max_norm must be nonnegative, got {max_norm}")
+    for p in params:
+        if isinstance(p.grad, Tensor):  # upstream code assigns Tensor gradients
+            p.grad = np.array(p.grad.data, dtype=p.data.dtype)
     grads = [p.grad for p in params if p.grad is not None]
-    if max_norm < 0:
-        raise ValueError(f"clip_grad_norm_: max_norm must be >= 0, got {max_norm}")
     if not grads:
         return 0.0
     norm_type = float(norm_type)

@@ -79,7 +79,9 @@ class Conv2dFunction(Function):
     def forward(self, x, weight, bias, stride, padding):
         oc, c, kh, kw = weight.shape
         if x.ndim != 4 or x.shape[1] != c:
-            raise ValueError(f"Conv2d: expected input (N, {c}, H, W), got shape {x.shape}")
+            got = f"{x.shape[1]} channels" if x.ndim == 4 else f"{x.ndim} dimensions"
+            raise ValueError(f"Conv2d: expected input (N, {c}, H, W) with {c} channels, got shape "
+                             f"{x.shape} ({got})")
         (sh, sw), (ph, pw) = stride, padding
         cols, oh, ow = im2col(x, kh, kw, sh, sw, ph, pw)
         w2 = weight.reshape(oc, c * kh * kw)

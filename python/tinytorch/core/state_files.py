@@ -25,16 +25,18 @@ from .._atomic import replacing
 __all__ = ["save_arrays", "load_arrays", "checked_cast"]
 
 
-def save_arrays(path, arrays: dict) -> str:
+def save_arrays(path, arrays: dict, exact_path: bool = False) -> str:
     """Write ``arrays`` (name -> array) as one .npz at ``path`` (".npz" is appended when
-    missing, as ``np.savez`` does); returns the path written.
+    missing, as ``np.savez`` does, unless ``exact_path``); returns the path written.
 
     Args:
         path: the target file.
         arrays: the arrays, stored under their names.
+        exact_path: write at ``path`` whatever its suffix (Trainer checkpoints: upstream code
+            names them "ckpt.pkl" and loads that same name back).
     """
     path = os.fspath(path)
-    if not path.endswith(".npz"):
+    if not path.endswith(".npz") and not exact_path:
         path += ".npz"
     with replacing(path) as f:
         np.savez(f, **arrays)
