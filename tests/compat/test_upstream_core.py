@@ -246,14 +246,16 @@ def test_trainer_upstream_construction_with_cosine_schedule(tmp_path):
     loader = DataLoader(TensorDataset(Tensor(x), Tensor(y)), batch_size=8, shuffle=True)
     lrs = []
     for _ in range(3):
-        lrs.append(opt.lr)
         loss = trainer.train_epoch(loader)
+        lrs.append(opt.lr)  # upstream: after epoch k the optimizer still holds get_lr(k)
         assert np.isfinite(loss)
     assert lrs == pytest.approx([sched.get_lr(0), sched.get_lr(1), sched.get_lr(2)])
+    assert trainer.history["learning_rates"] == pytest.approx(lrs)
     loss, acc = trainer.evaluate(loader)
     assert np.isfinite(loss) and 0.0 <= acc <= 1.0
     trainer.save_checkpoint(tmp_path / "ck.npz")
     trainer.load_checkpoint(tmp_path / "ck.npz")
+    trainer.train_epoch(loader)
     assert opt.lr == pytest.approx(sched.get_lr(3))
 
 

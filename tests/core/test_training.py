@@ -82,7 +82,7 @@ def test_evaluate_accuracy(rng):
     loss, acc = trainer.evaluate(DataLoader(TensorDataset(x, y), batch_size=6))
     pred = model(x).data.argmax(axis=1)
     assert np.isclose(acc, (pred == y).mean())
-    assert model.training  # evaluate restores train mode
+    assert not model.training and trainer.training_mode is False  # left in eval mode, as upstream
     _, none_acc = Trainer(model, SGD(model.parameters(), lr=0.1), MSELoss(), progress=False).evaluate(
         DataLoader(TensorDataset(x, np.zeros((20, 3), np.float32)), batch_size=6))
     assert none_acc is None

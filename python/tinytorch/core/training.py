@@ -4,18 +4,36 @@ What this file owns
   * ``Trainer(model, optimizer, loss_fn, scheduler=None, grad_clip_norm=None,
     progress=None, scheduler_interval="epoch")``
   * ``train_epoch(loader, accumulation_steps=1)`` -> mean loss over samples. Gradients of
-    ``accumulation_steps`` micro-batches are summed (each loss scaled by 1/steps) before
-    one optimizer step; a short final window is rescaled so it averages correctly.
+    ``accumulation_steps`` micro-batches are summed before one optimizer step, each
+    micro-batch's mean loss weighted by its sample count and the window divided by its
+    samples, so a window (also a short last one, or unequal batches) makes the update of one
+    batch of the same samples. A loss with ``reduction="sum"`` is summed unweighted.
   * ``evaluate(loader)`` -> ``(mean_loss, accuracy)``; accuracy is None unless outputs
-    are class scores (N, C) with integer targets.
+    are class scores (N, C) with integer class ids (or whole-number floats, for
+    ``CrossEntropyLoss``). The model is left in eval mode (``train_epoch`` switches back),
+    as upstream TinyTorch does; ``training_mode`` says which mode the Trainer set last.
   * ``save_checkpoint(path)`` / ``load_checkpoint(path)``: model, optimizer, scheduler,
-    counters and the framework RNG state in one ``.npz`` (arrays stored as arrays, the
-    rest as a JSON string; read back with ``allow_pickle=False``).
+    counters, ``grad_clip_norm``, the training mode and the framework RNG state in one
+    ``.npz`` archive written at exactly ``path`` (any suffix; parent folders are created;
+    arrays stored as arrays, the rest as a JSON string; read back with ``allow_pickle=False``,
+    never unpickled).
+  * Upstream TinyTorch's names: ``step`` (= ``global_step``), ``history["learning_rates"]``
+    (the rate each epoch trained at, when there is a scheduler), the private state
+    accessors its tests call (``_get_model_state``/``_set_model_state``, keyed by parameter
+    index, and ``_get_optimizer_state``/``_set_optimizer_state``).
 
 Progress: a tqdm bar with loss and samples/s when stderr is a terminal (``progress=None``),
 forced on or off with True/False; without tqdm a plain one-line counter is printed.
 
 Batches from the loader are ``(inputs, targets)`` pairs of Tensors or arrays.
+
+Ranks (``tinytorch.distributed``, looked up in ``sys.modules`` only: nothing is imported, and a
+plain process is rank 0 of 1): with ``DistributedDataParallel`` as the model, backward runs
+under its ``no_sync()`` except on the micro-batch before an optimizer step, and the gradients
+are averaged (``sync_gradients``) when a window ends, before its rescaling, clipping and the step; the progress bar shows on rank 0
+only; the loss (and accuracy) sums are all-reduced, so ``history`` is the global mean on every
+rank; ``save_checkpoint`` gathers on every rank (a ZeRO optimizer's state is a collective) and
+rank 0 alone writes the file (atomically), the others waiting for it at a barrier.
 """
 from __future__ import annotations
 
@@ -25,8 +43,12 @@ import time
 
 import numpy as np
 
+import math
+import os
+
 from . import random as tt_random
-from .autograd import no_grad
+from .autograd import bump_version, no_grad
+from .layers import set_training_mode
 from .optimizers import CosineAnnealingLR, LRScheduler, clip_grad_norm_
 from .state_files import checked_cast, load_arrays, save_arrays
 from .tensor import Tensor
@@ -110,8 +132,8 @@ class Trainer:
                  progress=None, scheduler_interval: str = "epoch"):
         if scheduler_interval not in ("epoch", "step"):
             raise ValueError(f"Trainer: scheduler_interval must be 'epoch' or 'step', got {scheduler_interval!r}")
-        if grad_clip_norm is not None and grad_clip_norm <= 0:
-            raise ValueError(f"Trainer: grad_clip_norm must be positive, got {grad_clip_norm}")
+        if grad_clip_norm is not None and not (grad_clip_norm > 0 and math.isfinite(grad_clip_norm)):
+            raise ValueError(f"Trainer: grad_clip_norm must be finite and positive, got {grad_clip_norm}")
         self.model, self.optimizer, self.loss_fn = model, optimizer, loss_fn
         if scheduler is not None and not hasattr(scheduler, "step") and hasattr(scheduler, "get_lr"):
             scheduler = EpochScheduleLR(optimizer, scheduler)  # upstream-style get_lr(epoch) schedule
@@ -119,11 +141,36 @@ class Trainer:
         self.progress, self.scheduler_interval = progress, scheduler_interval
         self.epoch = 0
         self.global_step = 0
-        self.history = {"train_loss": [], "eval_loss": [], "eval_accuracy": []}
+        self.training_mode = True
+        self.history = {"train_loss": [], "eval_loss": [], "eval_accuracy": [], "learning_rates": []}
+
+    @property
+    def step(self) -> int:
+        """Optimizer steps taken (upstream TinyTorch's name for ``global_step``)."""
+        return self.global_step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self.global_step = int(value)
 
     # ------------------------------------------------------------------ helpers
+    @staticmethod
+    def _group():
+        """tinytorch.distributed when this process joined a group of more than one rank, else None."""
+        dist = sys.modules.get("tinytorch.distributed")
+        return dist if dist is not None and dist.is_initialized() and dist.world_size() > 1 else None
+
+    def _sum_over_ranks(self, *values):
+        dist = self._group()
+        if dist is None:
+            return values
+        return tuple(dist.all_reduce(np.array(values, dtype=np.float64)).tolist())
+
     def _progress(self, total, desc):
         stream = sys.stderr
+        dist = self._group()
+        if dist is not None and dist.rank() != 0:
+            return _NoProgress()
         show = self.progress if self.progress is not None else bool(getattr(stream, "isatty", lambda: False)())
         if not show:
             return _NoProgress()
@@ -140,11 +187,6 @@ class Trainer:
 
     def _optimizer_step(self, micro_batches, accumulation_steps):
         params = self.optimizer.params
-        if micro_batches != accumulation_steps:  # short last window: average over what we have
-            fix = accumulation_steps / micro_batches
-            for p in params:
-                if p.grad is not None:
-                    p.grad *= np.asarray(fix, dtype=p.grad.dtype)
         if self.grad_clip_norm is not None:
             clip_grad_norm_(params, self.grad_clip_norm)
         self.optimizer.step()
@@ -159,67 +201,101 @@ class Trainer:
 
         Args:
             loader: an iterable of ``(inputs, targets)`` batches (a DataLoader).
-            accumulation_steps: micro-batches whose gradients are summed (each loss
-                scaled by 1/steps) before one optimizer step, >= 1. A short final window
-                is rescaled so it still averages.
+            accumulation_steps: a positive integer: micro-batches whose gradients make one
+                optimizer step, weighted by their sample counts so the window (a short last
+                one too) updates as one batch of its samples would.
         """
-        if accumulation_steps < 1:
-            raise ValueError(f"train_epoch: accumulation_steps must be >= 1, got {accumulation_steps}")
-        self.model.train()
+        if isinstance(accumulation_steps, (bool, np.bool_)) or not isinstance(accumulation_steps, (int, np.integer)) \
+                or accumulation_steps < 1:
+            raise ValueError(f"train_epoch: accumulation_steps must be a positive integer, got {accumulation_steps!r}")
+        weighted = accumulation_steps > 1 and getattr(self.loss_fn, "reduction", "mean") != "sum"
+        self._begin_epoch()
+        set_training_mode(self.model, True)
+        self.training_mode = True
         self.optimizer.zero_grad()
-        total_loss, total_samples, pending = 0.0, 0, 0
+        total_loss, total_samples, pending, window_samples = 0.0, 0, 0, 0
         bar = self._progress(len(loader) if hasattr(loader, "__len__") else None, f"epoch {self.epoch + 1}")
         start = time.perf_counter()
         try:
             for batch in loader:
                 x, y = self._split(batch)
-                loss = self.loss_fn(self.model(x), y)
-                scaled = loss * (1.0 / accumulation_steps) if accumulation_steps > 1 else loss
-                scaled.backward()
-                pending += 1
                 n = x.shape[0] if x.ndim else 1
+                last = pending + 1 == accumulation_steps
+                with (self.model.no_sync() if not last and hasattr(self.model, "no_sync") else _no_context()):
+                    loss = _call(self.loss_fn, _call(self.model, x), y)
+                    scaled = loss * float(n) if weighted else loss  # a sum over the micro-batch
+                    scaled.backward()
+                pending += 1
+                window_samples += n
                 value = float(loss.data)
                 total_loss += value * n
                 total_samples += n
                 if pending == accumulation_steps:
+                    self._end_window(weighted, window_samples)
                     self._optimizer_step(pending, accumulation_steps)
-                    pending = 0
+                    pending = window_samples = 0
                 bar.update(1)
                 rate = total_samples / max(time.perf_counter() - start, 1e-9)
                 bar.set_postfix_str(f"loss={value:.4f} {rate:.0f} samples/s")
             if pending:
+                self._end_window(weighted, window_samples)
                 self._optimizer_step(pending, accumulation_steps)
         finally:
             bar.close()
-        if self.scheduler is not None and self.scheduler_interval == "epoch":
+        if self.scheduler is not None and self.scheduler_interval == "epoch" \
+                and not isinstance(self.scheduler, EpochScheduleLR):
             self.scheduler.step()
         self.epoch += 1
+        total_loss, total_samples = self._sum_over_ranks(total_loss, total_samples)
         mean = total_loss / total_samples if total_samples else float("nan")
         self.history["train_loss"].append(mean)
         return mean
 
+    def _begin_epoch(self) -> None:
+        """Set the epoch's learning rate where the schedule gives it per epoch (an upstream
+        ``get_lr(epoch)`` schedule: epoch k trains at ``get_lr(k)``, and ``optimizer.lr``
+        still reads it after the epoch) and record it in ``history["learning_rates"]``."""
+        if isinstance(self.scheduler, EpochScheduleLR):
+            self.scheduler.last_epoch = self.epoch
+            self.optimizer.lr = float(self.scheduler.get_lr())
+        if self.scheduler is not None:
+            self.history.setdefault("learning_rates", []).append(float(self.optimizer.lr))
+
+    def _end_window(self, weighted: bool, samples: int) -> None:
+        """Divide the summed gradients of a window by its sample count (when weighted).
+        DistributedDataParallel averages the window's sums over the ranks first (every rank's
+        window holds the same number of samples, as DistributedSampler's shards do)."""
+        if hasattr(self.model, "sync_gradients"):
+            self.model.sync_gradients()
+        if weighted and samples:
+            for p in self.optimizer.params:
+                if p.grad is not None:
+                    p.grad *= np.asarray(1.0 / samples, dtype=p.grad.dtype)
+
     def evaluate(self, loader):
         """Evaluate on ``loader`` without recording gradients; returns
         ``(mean_loss, accuracy)``. Accuracy (argmax over axis 1) is reported when outputs
-        are class scores (N, C) and targets integer labels (N,), else None."""
-        self.model.eval()
+        are class scores (N, C) and targets class ids (N,) (integers, or whole-number floats
+        for ``CrossEntropyLoss``), else None (a regression loss has no accuracy). The model
+        is left in eval mode, as upstream TinyTorch's Trainer leaves it."""
+        set_training_mode(self.model, False)
+        self.training_mode = False
         total_loss, total, correct, classify = 0.0, 0, 0, True
-        try:
-            with no_grad():
-                for batch in loader:
-                    x, y = self._split(batch)
-                    out = self.model(x)
-                    loss = self.loss_fn(out, y)
-                    n = x.shape[0] if x.ndim else 1
-                    total_loss += float(loss.data) * n
-                    total += n
-                    target = y.data if isinstance(y, Tensor) else np.asarray(y)
-                    if classify and out.ndim == 2 and target.dtype.kind in "iu" and target.shape == out.shape[:1]:
-                        correct += int((out.data.argmax(axis=1) == target).sum())
-                    else:
-                        classify = False
-        finally:
-            self.model.train()
+        with no_grad():
+            for batch in loader:
+                x, y = self._split(batch)
+                out = _call(self.model, x)
+                loss = _call(self.loss_fn, out, y)
+                n = x.shape[0] if x.ndim else 1
+                total_loss += float(loss.data) * n
+                total += n
+                target = y.data if isinstance(y, Tensor) else np.asarray(y)
+                if classify and out.ndim == 2 and _class_ids(target, self.loss_fn) and target.shape == out.shape[:1]:
+                    correct += int((out.data.argmax(axis=1) == target).sum())
+                else:
+                    classify = False
+        total_loss, total, correct, classify = self._sum_over_ranks(total_loss, total, correct, classify)
+        classify = classify == (self._group().world_size() if self._group() else 1)
         mean = total_loss / total if total else float("nan")
         acc = correct / total if classify and total else None
         self.history["eval_loss"].append(mean)
@@ -229,9 +305,12 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def save_checkpoint(self, path) -> None:
         """Write model parameters, optimizer state, scheduler state, the epoch and step
-        counters, the history and the framework RNG state to one ``.npz`` at ``path``."""
+        counters, ``grad_clip_norm``, the training mode, the history and the framework RNG
+        state to one ``.npz`` archive at exactly ``path`` (whatever its suffix, e.g. upstream's
+        ``"ckpt.pkl"``: the format is still npz, never a pickle), creating parent folders."""
         arrays, meta = {}, {"epoch": self.epoch, "global_step": self.global_step,
-                            "rng_state": tt_random.get_rng_state(), "history": self.history}
+                            "rng_state": tt_random.get_rng_state(), "history": self.history,
+                            "grad_clip_norm": self.grad_clip_norm, "training_mode": self.training_mode}
         for name, value in self.model.state_dict().items():
             arrays[f"model/{name}"] = value
         opt = self.optimizer.state_dict()
@@ -245,7 +324,14 @@ class Trainer:
         if self.scheduler is not None:
             meta["scheduler"] = self.scheduler.state_dict()
         arrays["meta"] = np.array(json.dumps(meta, default=_json_default))
-        save_arrays(path, arrays)
+        dist = self._group()
+        if dist is None or dist.rank() == 0:
+            folder = os.path.dirname(os.fspath(path))
+            if folder:
+                os.makedirs(folder, exist_ok=True)
+            save_arrays(path, arrays, exact_path=True)
+        if dist is not None:
+            dist.barrier()  # every rank may read the file after this returns
 
     def load_checkpoint(self, path) -> None:
         """Restore everything ``save_checkpoint`` wrote to ``path`` (no pickles), so training
@@ -294,6 +380,41 @@ class Trainer:
             raise
         self.epoch, self.global_step = counters
         self.history = meta.get("history", self.history)
+        self.history.setdefault("learning_rates", [])
+        if "grad_clip_norm" in meta:  # older checkpoints keep the current setting
+            self.grad_clip_norm = meta["grad_clip_norm"]
+        self.training_mode = bool(meta.get("training_mode", self.training_mode))
+        set_training_mode(self.model, self.training_mode)
+
+    # upstream TinyTorch's private state accessors (its tests and notebooks call them)
+    def _get_model_state(self) -> dict:
+        """``{parameter index: array copy}`` over ``model.parameters()``."""
+        return {i: p.data.copy() for i, p in enumerate(self.model.parameters())}
+
+    def _set_model_state(self, state: dict) -> None:
+        """Copy ``{parameter index: array}`` into the model's parameters; the count and
+        every shape are checked first (ValueError naming the parameter, nothing copied)."""
+        params = list(self.model.parameters())
+        if sorted(state) != list(range(len(params))):
+            raise ValueError(f"Checkpoint parameters {sorted(state)} do not match the model's "
+                             f"{len(params)} parameters")
+        values = []
+        for i, p in enumerate(params):
+            v = np.asarray(state[i])
+            if v.shape != p.data.shape:
+                raise ValueError(f"Checkpoint parameter {i} has shape {v.shape}, the model's has {p.data.shape}")
+            values.append(checked_cast(v, p.data.dtype, f"Checkpoint parameter {i}"))
+        for p, v in zip(params, values):
+            p.data[...] = v
+            bump_version(p)
+
+    def _get_optimizer_state(self) -> dict:
+        """The optimizer's full ``state_dict()`` (moments, their ages, hyper-parameters)."""
+        return self.optimizer.state_dict()
+
+    def _set_optimizer_state(self, state: dict) -> None:
+        """``optimizer.load_state_dict(state)``: the saved hyper-parameters win."""
+        self.optimizer.load_state_dict(state)
 
     def _snapshot(self) -> tuple:
         """Everything ``load_checkpoint`` changes, copied (to undo a failed load)."""
@@ -309,6 +430,31 @@ class Trainer:
             self.scheduler.__dict__.clear()
             self.scheduler.__dict__.update(sched)
         tt_random.set_rng_state(rng)
+
+
+class _no_context:
+    """A context manager that does nothing (backward outside DDP's no_sync)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _call(fn, *args):
+    """``fn(*args)``, or ``fn.forward(*args)`` for an upstream-style object with only forward."""
+    return fn(*args) if callable(fn) else fn.forward(*args)
+
+
+def _class_ids(target: np.ndarray, loss_fn) -> bool:
+    """True when ``target`` holds class ids: an integer array, or (for cross-entropy, which
+    reads whole-number floats as ids) finite whole-number floats."""
+    if target.dtype.kind in "iu":
+        return True
+    if target.dtype.kind != "f" or type(loss_fn).__name__ != "CrossEntropyLoss":
+        return False
+    return bool(np.all(np.isfinite(target)) and np.all(target == np.round(target)))
 
 
 def _json_default(o):
@@ -387,14 +533,14 @@ class EpochScheduleLR(LRScheduler):
 def clip_grad_norm(parameters, max_norm: float = 1.0) -> float:
     """Upstream TinyTorch's name for ``clip_grad_norm_`` (global L2 norm, in place; returns
     the norm before clipping). A ``.grad`` that is a Tensor (as upstream code sometimes sets)
-    is replaced by its array first, since gradients here are arrays.
+    is replaced by its array first, since gradients here are arrays. ``max_norm`` must be
+    finite and nonnegative (ValueError otherwise).
 
     Args:
         parameters: Tensors (or a Layer) whose ``.grad`` to clip.
         max_norm: the largest allowed total norm (default 1.0).
     """
+    if not (max_norm >= 0 and math.isfinite(max_norm)):
+        raise ValueError(f"clip_grad_norm: max_norm must be finite and nonnegative, got {max_norm}")
     params = list(parameters.parameters()) if hasattr(parameters, "parameters") else list(parameters)
-    for p in params:
-        if isinstance(p.grad, Tensor):
-            p.grad = np.array(p.grad.data, dtype=p.data.dtype)
     return float(clip_grad_norm_(params, max_norm))
