@@ -228,6 +228,9 @@ int64_t claim_and_run(Pool &p, uint64_t gen, int slot) {
         if (!p.ticket.compare_exchange_weak(t, t + 1)) continue;
         fn(ctx, c, slot);
         ++ran;
+        /* Counted before the chunk is marked done, so a job's counters are complete when
+         * its caller returns (a late worker add would land in the next call's counts). */
+        p.stat[slot == 0 ? CHUNKS_CALLER : CHUNKS_WORKERS].fetch_add(1);
         if (p.done.fetch_add(1) + 1 == n && p.caller_sleeping.load()) {
             std::lock_guard<std::mutex> lock(p.m);
             p.done_cv.notify_all();
@@ -244,8 +247,7 @@ void worker_main(Pool *pp, int index) {
         if (gen_of(t) != seen && chunk_of(t) != (int64_t)kClosed) {
             seen = gen_of(t);
             if (index < p.helpers.load() && index >= p.held.load()) {
-                const int64_t ran = claim_and_run(p, seen, index + 1);
-                p.stat[CHUNKS_WORKERS].fetch_add(ran);
+                claim_and_run(p, seen, index + 1);
             }
             continue;
         }
@@ -335,7 +337,6 @@ void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx) {
     t_inside = true;
     const int64_t mine = claim_and_run(p, gen, 0);
     t_inside = false;
-    p.stat[CHUNKS_CALLER].fetch_add(mine);
     const int64_t caller_done = now_us();
 
     /* Wait for the chunks workers claimed: spin briefly, then passively. */

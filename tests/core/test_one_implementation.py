@@ -5,7 +5,7 @@ kernel routed in) reaches all of them:
   * matmul backward: ``acceleration.matmul_backward``, called by ``Tensor @``, ``Linear``,
     the fused Linear+GELU of the transformer MLP and ``Conv2d`` (whose GEMM is w2 @ cols).
   * cast with gradient: ``ops.Cast``.
-  * stable sigmoid: ``acceleration.stable_sigmoid`` (defined in backends/numpy_fallback.py).
+  * stable sigmoid: ``acceleration.stable_sigmoid`` (defined in backends/reference/__init__.py).
   * Adam/AdamW step: ``optimizers.adam_update`` (Muon's fallback too:
     tests/extensions/test_optimizers_ext.py).
 """
@@ -102,7 +102,7 @@ def test_one_stable_sigmoid():
     # The Triton kernels are device code in Triton's language (tl.exp on tiles), which cannot
     # call the NumPy helper: their GELU and sigmoid are written in it once, in that one file.
     copies.pop("backends/triton/gelu_kernels.py", None)
-    assert list(copies) == ["backends/numpy_fallback.py"], copies
+    assert list(copies) == ["backends/reference/__init__.py"], copies
     from tinytorch.core import activations
     assert not hasattr(activations, "_stable_sigmoid")
 
