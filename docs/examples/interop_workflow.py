@@ -72,7 +72,7 @@ def serve(work: str, prompt=(1, 2, 3), new_tokens: int = 8) -> list:
     ids = np.array([prompt], np.int64)
     for _ in range(new_tokens):
         logits = sess.run(None, {"input": ids})[0]
-        np.testing.assert_allclose(logits, ours(ids).data, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(logits, ours(ids).data, rtol=1e-5, atol=1e-5)  # float32 logits of order 1
         ids = np.concatenate([ids, logits[:, -1].argmax(-1)[:, None]], axis=1)
     print("ONNX Runtime greedy tokens:", ids[0].tolist(), "(logits equal ours within 1e-5 at every step)")
     return ids[0].tolist()

@@ -7,8 +7,9 @@ faster and more accurate than differentiating the composed ops.
 Inputs: predictions are Tensors (or arrays); targets are Tensors or arrays. A target gets
 a gradient only when it is a Tensor that requires grad (MSE, BCE: distillation-style soft
 targets); class indices never do. Shapes and dtypes are checked and a mismatch raises
-ValueError / TypeError naming both shapes or the dtype; MSE and upstream's
-``BinaryCrossEntropyLoss`` also refuse empty inputs ("matching, nonempty" shapes), and
+ValueError / TypeError naming both shapes or the dtype (upstream's words: "matching,
+nonempty" shapes); upstream's ``BinaryCrossEntropyLoss`` also refuses empty inputs (MSE keeps
+PyTorch's answer there), and
 ``BinaryCrossEntropyLoss`` refuses predictions or targets that are not finite values in [0, 1].
 A cross-entropy target that is not a class index raises ``ClassIndexError``, both a
 TypeError (ours) and a ValueError (upstream's).
@@ -63,10 +64,11 @@ def _target_array(y):
     return y.data if isinstance(y, Tensor) else np.asarray(y)
 
 
-def _check_same_shape(who, pred_shape, target_shape, what="prediction"):
-    """ValueError unless prediction and target shapes are equal and nonempty (a column of
-    predictions against a vector of labels would broadcast to an N x N loss)."""
-    if pred_shape != target_shape or not int(np.prod(pred_shape)):
+def _check_same_shape(who, pred_shape, target_shape, what="prediction", allow_empty=False):
+    """ValueError unless prediction and target shapes are equal (a column of predictions
+    against a vector of labels would broadcast to an N x N loss) and, unless allow_empty,
+    nonempty."""
+    if pred_shape != target_shape or not (allow_empty or int(np.prod(pred_shape))):
         raise ValueError(f"{who}: {what} and target need matching, nonempty shapes, got "
                          f"{what} shape {pred_shape} and target shape {target_shape}")
 
@@ -117,7 +119,8 @@ def mse_loss(pred, target, reduction: str = "mean"):
     _check_reduction(reduction, "MSELoss")
     pred = _pred(pred, "MSELoss")
     t = _target_array(target)
-    _check_same_shape("MSELoss", pred.data.shape, t.shape)
+    # empty input: PyTorch's answer (the mean of nothing is NaN), which our parity tests pin
+    _check_same_shape("MSELoss", pred.data.shape, t.shape, allow_empty=True)
     if t.dtype.kind not in "fiub":
         raise TypeError(f"MSELoss: target dtype {t.dtype} is not numeric")
     t = t.astype(pred.data.dtype, copy=False)
@@ -199,9 +202,10 @@ def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: flo
     shape = logits.data.shape
     if len(shape) == 0:
         raise ValueError("CrossEntropyLoss: logits must have a class dimension, got a 0-d tensor")
-    if not logits.data.size:
+    classes = shape[1] if len(shape) >= 2 else shape[0]
+    if classes == 0:  # an empty batch keeps PyTorch's answer (NaN mean, 0 sum)
         raise ValueError(f"CrossEntropyLoss: logits of shape {shape} and targets of shape {t.shape} "
-                         "must be nonempty (at least one sample and one class)")
+                         "must be nonempty: at least one class")
     expected = shape[:1] + shape[2:] if len(shape) >= 2 else ()
     if t.shape != expected:
         raise ValueError(f"CrossEntropyLoss: logits of shape {shape} need targets of shape {expected}, "

@@ -82,10 +82,12 @@ def matrix_layout(x: np.ndarray):
 
 
 def is_f16(*arrays) -> bool:
+    """True when every one of ``arrays`` is a plain float16 ndarray."""
     return all(type(a) is np.ndarray and a.dtype == F16 for a in arrays)
 
 
 def is_f32(*arrays) -> bool:
+    """True when every one of ``arrays`` is a plain float32 ndarray."""
     return all(type(a) is np.ndarray and a.dtype == F32 for a in arrays)
 
 

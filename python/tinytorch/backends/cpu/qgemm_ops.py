@@ -32,7 +32,8 @@ def _qgemm_ready(k: int) -> bool:
 def pack_for(lib, weight_q, packs):
     """(address, bytes) of the pack of ``weight_q`` for the runtime's active INT8 kernel,
     made once and kept in the layer's ``packs`` dict (kernel -> (buffer, offset, bytes)); a
-    buffer that lost its 64-byte alignment (a copy of the layer) is packed again."""
+    buffer that lost its 64-byte alignment (a copy of the layer) is packed again. ``lib`` is
+    the runtime library."""
     kernel = lib.tt_qgemm_kernel_active()
     entry = packs.get(kernel)
     if entry is not None:

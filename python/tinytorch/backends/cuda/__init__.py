@@ -48,7 +48,7 @@ def probe() -> tuple[bool, str]:
 
 def device_kind(obj) -> str | None:
     """"torch" for a PyTorch CUDA tensor, "cupy" for a CuPy array, None for anything else
-    (found from the type's module: nothing is imported)."""
+    (found from the type's module: nothing is imported); ``obj`` is any object."""
     module = type(obj).__module__ or ""
     if module.startswith("torch") and getattr(obj, "is_cuda", False):
         return "torch"

@@ -53,7 +53,8 @@ def element_strides(a: np.ndarray) -> list:
 
 def contiguous_strides(shape) -> list:
     """Row-major element strides of a fresh output buffer (0 on size-1 axes). NumPy reports
-    0 for every axis of an empty array, which the runtime would read as a broadcast."""
+    0 for every axis of an empty array, which the runtime would read as a broadcast.
+    ``shape`` is the output's shape."""
     strides, step = [], 1
     for n in reversed(shape):
         strides.append(0 if n == 1 else step)

@@ -23,30 +23,39 @@ class HostBuffer:
         self.dtype = DtypeName(array.dtype.name)
 
     def data_ptr(self):
+        """The array's address."""
         return self.array.ctypes.data
 
     def untyped_storage(self):
+        """Itself: the storage the interpreter copies is this memory."""
         return self
 
     def cpu(self):
+        """Itself: the memory is already the host's."""
         return self
 
     def copy_(self, other):
+        """Itself, ``other`` unread: the interpreter ran on this very memory."""
         return self  # the interpreter ran on this very memory: nothing to copy back
 
     def new_empty(self, *args, **kwargs):
+        """Itself (``args``, ``kwargs`` unread): no staging buffer is needed."""
         return self
 
     def set_(self, *args):
+        """Itself (``args`` unread): the storage never moves."""
         return self
 
     def storage_offset(self):
+        """0: the array starts its storage."""
         return 0
 
     def size(self):
+        """The array's shape."""
         return self.array.shape
 
     def stride(self):
+        """Strides in elements, as PyTorch reports them."""
         return tuple(s // self.array.itemsize for s in self.array.strides)
 
 
@@ -62,13 +71,15 @@ class CupyBuffer:
         self.dtype = array.dtype
 
     def data_ptr(self):
+        """The CuPy array's device address."""
         return self.array.data.ptr
 
 
 def device_kind(obj) -> str | None:
     """"torch" for a PyTorch CUDA tensor (or, under the interpreter, a PyTorch CPU tensor:
     the interpreter's device memory, which is how the device path is tested), "cupy" for a
-    CuPy array, None for anything else (found from the type's module: nothing imported)."""
+    CuPy array, None for anything else (found from the type's module: nothing imported);
+    ``obj`` is any object."""
     module = type(obj).__module__ or ""
     if module.startswith("torch") and hasattr(obj, "is_cuda"):
         return "torch" if obj.is_cuda or run_mode()[0] == "interpreter" else None

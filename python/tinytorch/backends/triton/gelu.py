@@ -38,7 +38,8 @@ def _next_pow2(n: int) -> int:
 
 def blocks(M: int, D: int, mode: str) -> tuple:
     """(block_m, block_d, num_warps): ~4K elements per program on a GPU; few large programs
-    under the interpreter, whose cost is per program instance."""
+    under the interpreter, whose cost is per program instance. ``M`` x ``D`` is the problem,
+    ``mode`` "gpu" or the interpreter's."""
     cap_d, per_program = (1024, 4096) if mode == "gpu" else (4096, 65536)
     block_d = min(_next_pow2(D), cap_d)
     block_m = max(1, min(_next_pow2(M), per_program // block_d))
