@@ -24,8 +24,8 @@ from tinytorch.core.tensor import Tensor
 from tinytorch.core.transformers import GPT
 from tinytorch.extensions import (ArrayConfig, Gemm, MalformedReportError, ScaleSimError, ScaleSimTimeout,
                                   ScaleSimUnavailable, SimulatedLinear, simulate, trace_gemms)
-from tinytorch.extensions import scalesim_runner as runner
-from tinytorch.extensions import scalesim_simulation as simulation
+from tinytorch.extensions.scalesim import runner
+from tinytorch.extensions.scalesim import simulation
 from tinytorch.extensions.scalesim import (analytical_layer, config_text, parse_run, read_report, run_scalesim,
                                            summarize_traces, topology_text, write_inputs)
 

@@ -22,7 +22,7 @@ from tinytorch.core.tokenization import Tokenizer
 from tinytorch.core.training import Trainer
 from tinytorch.core.transformers import GPT
 from tinytorch.extensions import tinyverse as tv
-from tinytorch.extensions import tinyverse_shards as shards_module
+from tinytorch.extensions.tinyverse import shards as shards_module
 
 
 def _stream(n, vocab, seed=0):

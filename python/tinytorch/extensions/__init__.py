@@ -8,10 +8,10 @@
     silicon                  simd_matmul, simd_fused_bias_gelu          (simd_ops.py)
     memory                   flash_attention, FlashAttentionFunction    (flash_attn.py)
     memory bandwidth         compile_graph, CompiledGraph               (compile.py, fusion_*.py)
-    data systems             pack_tokens, TokenShard, ShardDataset,     (tinyverse*.py)
+    data systems             pack_tokens, TokenShard, ShardDataset,     (tinyverse/)
                              ShardBatcher, generate_tinypy,
                              generate_tinytalks, ast_validity_rate
-    hardware simulation      Gemm, trace_gemms, SimulatedLinear,        (scalesim*.py)
+    hardware simulation      Gemm, trace_gemms, SimulatedLinear,        (scalesim/)
                              ArrayConfig, simulate (SCALE-Sim)
     the worked example       scaled_matmul                              (template.py)
 

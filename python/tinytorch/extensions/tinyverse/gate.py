@@ -35,15 +35,15 @@ import time
 
 import numpy as np
 
-from ..core import random as tt_random
-from ..core.autograd import no_grad
-from ..core.kv_cache import KVCache
-from ..core.losses import cross_entropy
-from ..core.optimizers import AdamW
-from ..core.training import Trainer
-from ..core.transformers import GPT
-from .tinyverse_corpora import generate_tinypy
-from .tinyverse_shards import ShardBatcher, TokenShard, pack_tokens
+from ...core import random as tt_random
+from ...core.autograd import no_grad
+from ...core.kv_cache import KVCache
+from ...core.losses import cross_entropy
+from ...core.optimizers import AdamW
+from ...core.training import Trainer
+from ...core.transformers import GPT
+from .corpora import generate_tinypy
+from .shards import ShardBatcher, TokenShard, pack_tokens
 
 __all__ = ["StreamingASTGate", "first_complete_function", "is_valid_function", "ast_validity_rate",
            "greedy_complete", "evaluate_ast_gate", "ASTValidityHook", "NextTokenLoss",

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import os
 
-from .._atomic import write_file
-from .scalesim_config import ArrayConfig
+from ..._atomic import write_file
+from .config import ArrayConfig
 
 __all__ = ["topology_text", "config_text", "layout_text", "write_inputs", "scalesim_layer_name"]
 

@@ -1,9 +1,9 @@
 """simulate(): a list of GEMMs on an ArrayConfig, through the real SCALE-Sim or the closed form.
 
-Design. ``engine="scalesim"`` writes the three input files (scalesim_files.py), runs the simulator in
-its own interpreter (scalesim_runner.py) and parses its reports (scalesim_reports.py): the per-layer figures
+Design. ``engine="scalesim"`` writes the three input files (files.py), runs the simulator in
+its own interpreter (runner.py) and parses its reports (reports.py): the per-layer figures
 are SCALE-Sim's own, unchanged. ``engine="analytical"`` evaluates the paper's formulas
-(scalesim_analytical.py). ``engine="auto"`` takes SCALE-Sim when it can run here (creating the
+(analytical.py). ``engine="auto"`` takes SCALE-Sim when it can run here (creating the
 managed environment on first use, unless ``TINYTORCH_SCALESIM_INSTALL=0``) and otherwise the
 analytical model, with the reason in ``result.reason``. SCALE-Sim simulates each layer on
 its own, so products of one shape are simulated once and the figures reused for every
@@ -16,13 +16,13 @@ import os
 import shutil
 import tempfile
 
-from .scalesim_analytical import analytical_layer
-from .scalesim_config import ArrayConfig
-from .scalesim_files import write_inputs
-from .scalesim_reports import find_run_dir, parse_run
-from .scalesim_results import LayerResult, SimulationResult
-from .scalesim_runner import run_scalesim, scalesim_python, scalesim_status
-from .scalesim_trace import Gemm
+from .analytical import analytical_layer
+from .config import ArrayConfig
+from .files import write_inputs
+from .reports import find_run_dir, parse_run
+from .results import LayerResult, SimulationResult
+from .runner import run_scalesim, scalesim_python, scalesim_status
+from .trace import Gemm
 
 __all__ = ["simulate", "ENGINES"]
 

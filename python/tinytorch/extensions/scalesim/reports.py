@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from .scalesim_results import LayerResult
+from .results import LayerResult
 
 __all__ = ["MalformedReportError", "read_report", "parse_run", "summarize_traces", "find_run_dir"]
 

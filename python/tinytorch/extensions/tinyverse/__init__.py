@@ -1,12 +1,12 @@
 """TinyVerse data systems: memory-mapped token shards, generated micro-corpora, an AST gate.
 
-    tinyverse_shards.py   pack_tokens, TokenShard, ShardDataset, ShardBatcher  (zero-copy batches)
-    tinyverse_corpora.py  generate_tinypy, generate_tinytalks, Corpus          (closed-world, < 100 KB)
-    tinyverse_gate.py     ast_validity_rate, StreamingASTGate, greedy_complete, evaluate_ast_gate,
-                          ASTValidityHook, NextTokenLoss, run_ast_gate_training (compiler in the loop)
+    shards.py   pack_tokens, TokenShard, ShardDataset, ShardBatcher  (zero-copy batches)
+    corpora.py  generate_tinypy, generate_tinytalks, Corpus          (closed-world, < 100 KB)
+    gate.py     ast_validity_rate, StreamingASTGate, greedy_complete, evaluate_ast_gate,
+                ASTValidityHook, NextTokenLoss, run_ast_gate_training (compiler in the loop)
 
-This module is the entry point (``tinytorch.extensions.tinyverse``); the three files beside it
-hold the implementation, flat in ``extensions/`` like every other extension.
+This package is the entry point (``tinytorch.extensions.tinyverse``); its three modules hold the
+implementation, one family in one folder (as ``extensions/scalesim/``).
 
 The pipeline, offline: generate a corpus from a seed -> the package's character Tokenizer ->
 ``pack_tokens`` into a shard -> ``TokenShard`` maps it -> ``ShardBatcher`` (or
@@ -16,9 +16,9 @@ See docs/tinyverse.md.
 """
 from __future__ import annotations
 
-from .tinyverse_shards import FORMAT_VERSION, ShardBatcher, ShardDataset, TokenShard, pack_tokens, vocab_hash
-from .tinyverse_corpora import MAX_CORPUS_BYTES, Corpus, generate_tinypy, generate_tinytalks
-from .tinyverse_gate import (ASTValidityHook, NextTokenLoss, StreamingASTGate, ast_validity_rate,
+from .shards import FORMAT_VERSION, ShardBatcher, ShardDataset, TokenShard, pack_tokens, vocab_hash
+from .corpora import MAX_CORPUS_BYTES, Corpus, generate_tinypy, generate_tinytalks
+from .gate import (ASTValidityHook, NextTokenLoss, StreamingASTGate, ast_validity_rate,
                        evaluate_ast_gate, first_complete_function, greedy_complete, is_valid_function,
                        run_ast_gate_training)
 

@@ -54,9 +54,9 @@ from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 
-from .._atomic import replacing
-from ..core.dataloader import Dataset
-from ..core.tensor import Tensor
+from ..._atomic import replacing
+from ...core.dataloader import Dataset
+from ...core.tensor import Tensor
 
 __all__ = ["pack_tokens", "TokenShard", "ShardDataset", "ShardBatcher", "vocab_hash", "FORMAT_VERSION"]
 

@@ -34,9 +34,9 @@ import math
 
 import numpy as np
 
-from ..core import acceleration as _acc
-from ..core.layers import Layer, Linear
-from ..core.tensor import Tensor
+from ...core import acceleration as _acc
+from ...core.layers import Layer, Linear
+from ...core.tensor import Tensor
 
 __all__ = ["Gemm", "GemmTracer", "trace_gemms", "SimulatedLinear"]
 

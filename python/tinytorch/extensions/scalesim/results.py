@@ -1,7 +1,7 @@
 """What a simulation returns: one LayerResult per GEMM and their SimulationResult.
 
-Design: both engines (the real SCALE-Sim, parsed by scalesim_reports.py, and the closed-form model of
-scalesim_analytical.py) fill the same record, so tables, plots and tests read one type, and
+Design: both engines (the real SCALE-Sim, parsed by reports.py, and the closed-form model of
+analytical.py) fill the same record, so tables, plots and tests read one type, and
 ``SimulationResult.engine`` says which one produced it. Every figure is for ONE product of
 the layer's shape (what SCALE-Sim simulated); a batched product (``batch`` > 1, e.g. one
 attention product per head) counts ``batch`` times in the model totals, which is where the

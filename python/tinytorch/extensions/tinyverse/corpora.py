@@ -30,8 +30,8 @@ import json
 import os
 import random
 
-from .._atomic import replacing, write_file
-from ..core.tokenization import Tokenizer
+from ..._atomic import replacing, write_file
+from ...core.tokenization import Tokenizer
 
 __all__ = ["Corpus", "generate_tinypy", "generate_tinytalks", "MAX_CORPUS_BYTES"]
 

@@ -1,4 +1,4 @@
-"""ArrayConfig: the systolic array a simulation runs on, checked once, written by scalesim_files.py.
+"""ArrayConfig: the systolic array a simulation runs on, checked once, written by files.py.
 
 Design: one frozen dataclass holds every knob the study varies (array height and width,
 the three SRAM sizes, the dataflow, the DRAM interface), validates it on construction

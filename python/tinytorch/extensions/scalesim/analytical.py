@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import math
 
-from .scalesim_config import ArrayConfig
-from .scalesim_results import LayerResult
+from .config import ArrayConfig
+from .results import LayerResult
 
 __all__ = ["analytical_layer", "mapping"]
 
