@@ -275,6 +275,25 @@ def test_without_a_gpu_it_falls_back_and_says_why():
 
 
 @pytest.mark.skipif(INTERPRETER, reason="main-process behaviour")
+def test_the_function_runs_the_cpu_door_when_triton_does_not_route():
+    """TritonBiasGeluFunction applied while the registry routes no Triton op (as when
+    use_native(False) comes between a forward and its backward): the CPU door's kernels,
+    with "cpu" and the reason filed in triton_last_run()."""
+    x, b = data((5, 7), 14), data((7,), 15)
+    xt, bt = Tensor(x, requires_grad=True), Tensor(b, requires_grad=True)
+    with use_native(False):
+        out = tg.TritonBiasGeluFunction.apply(xt, bt)
+        run = tg.triton_last_run()
+        assert run["path"] == "cpu" and run["reason"] == tg.triton_build_info()["detail"] != "", run
+        g = data((5, 7), 16, scale=1.0)
+        out.backward(g)
+    np.testing.assert_allclose(out.data, gelu64(x, b), rtol=2e-6, atol=2e-6)
+    rgx, rgb = gelu64_grads(x, b, g)
+    np.testing.assert_allclose(xt.grad, rgx, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(bt.grad, rgb, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(INTERPRETER, reason="main-process behaviour")
 def test_attention_without_a_gpu_falls_back_to_flash_attention():
     from tinytorch.backends.attention_reference import attention_forward_reference
     from tinytorch.extensions.triton_attention import triton_flash_attention

@@ -2,13 +2,13 @@
 register-tiled kernels -- behind ``cuda_matmul(a, b, stage)``.
 
 Bottleneck each stage removes (silicon boundary, NVIDIA GPU; kernels in
-cuda_triton/cuda/sgemm_kernels.cu, one short kernel per stage with its idea on top):
+runtime/cuda/sgemm_kernels.cu, one short kernel per stage with its idea on top):
   naive       none: one thread per output, a warp's loads 32 transactions apart (baseline)
   coalesced   wasted DRAM transactions: a warp reads one 128-byte line of B per k
   tiled       DRAM traffic: 32 x 32 tiles reused from shared memory (32x fewer reads)
   register    shared-memory traffic: 8 x 8 outputs per thread in registers, 16 shared
               loads per 64 FMAs
-``cuda_triton/device_check.py`` measures each against cuBLAS on a GPU.
+``benchmarks/device_check.py`` measures each against cuBLAS on a GPU.
 
 Where it runs: the registry's ``cuda`` back end (``backends/cuda/``: probe, host and device
 calls, report; this file is the user-facing API) routes
@@ -29,13 +29,12 @@ result is a device array of the same kind.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .. import _native
 from .. import backends as _backends
 from ..backends.cuda import LAST_RUN, STAGES, device_kind
 from .contract import any_tensor, array_of, as_tensor, kernel_dtype
-from .simd_ops import SimdMatmulFunction, simd_matmul
+from .gpu_matmul import cpu_fallback
+from .simd_ops import SimdMatmulFunction
 
 __all__ = ["STAGES", "has_cuda_support", "cuda_build_info", "cuda_matmul", "cuda_last_run",
            "compile_and_load_cuda", "CudaMatmulFunction"]
@@ -100,16 +99,9 @@ def cuda_matmul(a, b, stage: str = "tiled"):
         return _backends.routes("cuda_matmul")[0](a, b, stage)
     a_arr = kernel_dtype(array_of(a, "cuda_matmul", "a"), "cuda_matmul", "a")
     b_arr = kernel_dtype(array_of(b, "cuda_matmul", "b"), "cuda_matmul", "b")
-    why = None
-    if not has_cuda_support():
-        why = LAST_RUN.why_not()
-    elif a_arr.ndim != 2 or b_arr.ndim != 2:
-        why = "only 2-D products run on the CUDA stages; batched products run on the CPU"
-    elif a_arr.dtype != np.float32 or b_arr.dtype != np.float32:
-        why = "float64 stays on the CPU path (the CUDA stages compute in float32)"
-    if why is not None:
-        out = simd_matmul(a, b)
-        LAST_RUN.record("cpu", why)
+    out = cpu_fallback(a, b, a_arr, b_arr, LAST_RUN, usable=has_cuda_support(),
+                       where="the CUDA stages", computes="the CUDA stages compute")
+    if out is not None:
         return out
     if a_arr.shape[-1] != b_arr.shape[-2]:
         raise ValueError(f"Incompatible matrix dimensions: {a_arr.shape} x {b_arr.shape}")

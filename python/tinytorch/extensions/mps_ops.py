@@ -1,7 +1,7 @@
 """mps_ops: matmul on an Apple GPU through Metal Performance Shaders, ``mps_matmul(a, b)``.
 
 Bottleneck it removes (silicon boundary, Apple silicon): single-threaded CPU throughput on
-large GEMMs. ``tt_mps_sgemm`` (metal/mps_gemm.mm, compiled into libtinytorch on Apple
+large GEMMs. ``tt_mps_sgemm`` (runtime/metal/mps_gemm.mm, compiled into libtinytorch on Apple
 only) runs MPSMatrixMultiplication on MTLBuffers. Apple GPUs share memory with the CPU: a
 page-aligned NumPy buffer is wrapped in place (newBufferWithBytesNoCopy), any other is
 copied once; the output is allocated page-aligned here, so it is never copied. Offloading
@@ -24,12 +24,11 @@ copied ("A", "B", "C") rather than wrapped.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .. import backends as _backends
 from ..backends.mps import LAST_RUN, page_aligned_empty
 from .contract import any_tensor, array_of, as_tensor, kernel_dtype
-from .simd_ops import SimdMatmulFunction, simd_matmul
+from .gpu_matmul import cpu_fallback
+from .simd_ops import SimdMatmulFunction
 
 __all__ = ["has_mps_support", "mps_build_info", "mps_matmul", "mps_last_run",
            "page_aligned_empty", "MpsMatmulFunction"]
@@ -76,16 +75,9 @@ def mps_matmul(a, b):
     """
     a_arr = kernel_dtype(array_of(a, "mps_matmul", "a"), "mps_matmul", "a")
     b_arr = kernel_dtype(array_of(b, "mps_matmul", "b"), "mps_matmul", "b")
-    why = None
-    if not has_mps_support():
-        why = LAST_RUN.why_not()
-    elif a_arr.ndim != 2 or b_arr.ndim != 2:
-        why = "only 2-D products run on MPS; batched products run on the CPU"
-    elif a_arr.dtype != np.float32 or b_arr.dtype != np.float32:
-        why = "float64 stays on the CPU path (MPS computes in float32)"
-    if why is not None:
-        out = simd_matmul(a, b)
-        LAST_RUN.record("cpu", why)
+    out = cpu_fallback(a, b, a_arr, b_arr, LAST_RUN, usable=has_mps_support(),
+                       where="MPS", computes="MPS computes")
+    if out is not None:
         return out
     if a_arr.shape[1] != b_arr.shape[0]:
         raise ValueError(f"Incompatible matrix dimensions: {a_arr.shape} x {b_arr.shape}")

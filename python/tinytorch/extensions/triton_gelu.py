@@ -4,7 +4,7 @@ Bottleneck it removes (silicon boundary, NVIDIA GPU): kernel launches and DRAM r
 Unfused, ``gelu(x + b)`` is several kernels, each reading and writing the whole activation;
 the Triton kernel (``backends/triton/gelu_kernels.py``) reads x once, keeps the sum and the GELU in
 registers and writes y once, one program per block of rows with the bias loaded once per
-block. Its roofline is the device's copy bandwidth (``cuda_triton/device_check.py`` measures
+block. Its roofline is the device's copy bandwidth (``benchmarks/device_check.py`` measures
 both). The formula is the package's one tanh GELU (``backends/numpy_fallback.py``).
 
 Where it runs, decided by the registry's ``triton`` back end (``backends/triton/``, which owns the
@@ -91,7 +91,7 @@ def _run(op: str, *args):
     found = _backends.routes(op)
     if found:
         return found[0](*args)
-    LAST_RUN.record("cpu", runrun_mode()[1])
+    LAST_RUN.record("cpu", run_mode()[1])
     if op == "triton_bias_gelu":
         return _acc.bias_gelu(*args, any_size=True)
     return _acc.bias_gelu_backward(*args, any_size=True)
