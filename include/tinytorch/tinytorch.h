@@ -146,8 +146,9 @@ TT_API const char *tt_isa_env_error(void);
  * one thread by more than one chunk. Results are bit-identical for every thread count and
  * schedule (reductions add per-chunk partial sums in chunk order). After a call that
  * waited long for a preempted worker, later calls run on the caller alone for a short
- * back-off period (20 ms, doubling while it recurs, up to 1 s; TINYTORCH_THREAD_BACKOFF=0
- * turns it off). Small problems run on the caller alone (each kernel family's rule is in
+ * back-off period (16 times the wait, at least 1 ms, doubling while stalls recur, up to
+ * 1 s, fading after clean parallel calls; TINYTORCH_THREAD_BACKOFF=0 turns it off).
+ * Small problems run on the caller alone (each kernel family's rule is in
  * runtime/core/config.h). A kernel called from inside a chunk, or from a second thread
  * while the pool is busy, runs on its calling thread alone. Idle workers spin for
  * TINYTORCH_SPIN_US microseconds (default 20) and then sleep. The pool is rebuilt in a
@@ -797,7 +798,7 @@ TT_API const char *tt_last_kernel_path(void);
 /* ------------------------------------------------------------------------ */
 /* MPS: GEMM on an Apple GPU (Metal Performance Shaders)                    */
 /* ------------------------------------------------------------------------ */
-/* Built from metal/mps_gemm.mm on Apple platforms (TT_METAL=ON, the default there). On
+/* Built from runtime/metal/mps_gemm.mm on Apple platforms (TT_METAL=ON, the default there). On
  * every other build the functions exist and refuse: tt_mps_available() returns 0 and
  * tt_mps_sgemm returns TT_ERR_UNSUPPORTED, both with the reason in tt_last_error(). */
 

@@ -160,10 +160,16 @@ constexpr int64_t kCallerSpinUs = 20;
  * chunks is a stall: a worker lost its core mid-chunk (on a quiet machine the wait is at
  * most about one chunk). */
 constexpr int64_t kStallMinUs = 150;
-/* Back-off after a stall: calls run on the caller alone for this long, doubling while
- * stalls repeat and shrinking by 1/16 after each clean parallel call (so a lasting load
- * keeps it long, a passing one lets it fade); TINYTORCH_THREAD_BACKOFF=0 turns it off. */
-constexpr int64_t kBackoffMinUs = 20000, kBackoffMaxUs = 1000000;
+/* Back-off after a stall: calls run on the caller alone for a while, so a lasting load
+ * costs about one stall per second instead of one per few dozen calls. The window is
+ * at least 16 times the wait just suffered (a hypervisor blip of 200 us buys 3 ms alone,
+ * a lost scheduler slice of 4 ms buys 64 ms) and doubles while stalls repeat, up to 1 s;
+ * each clean parallel call shrinks the remembered window by 1/256, so a load that lasts
+ * keeps it long and one that has passed lets it fade within a few hundred calls.
+ * (1/16 let a lasting load's window fall back to the minimum between stalls: a stall
+ * every ~60 calls, a p99 of a lost slice.) TINYTORCH_THREAD_BACKOFF=0 turns it off. */
+constexpr int64_t kBackoffMinUs = 1000, kBackoffMaxUs = 1000000, kBackoffPerWait = 16;
+constexpr int kBackoffDecayShift = 8;
 
 thread_local bool t_inside = false;  // a pool worker, or a caller inside a job
 
@@ -358,10 +364,11 @@ void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx) {
     const int64_t per_chunk = mine > 0 ? (caller_done - start) / mine : 50 * kStallMinUs;
     if (waited > std::max<int64_t>(kStallMinUs, 2 * per_chunk)) {
         p.stat[STALLS].fetch_add(1);
-        p.backoff_us = std::min(kBackoffMaxUs, std::max(kBackoffMinUs, 2 * p.backoff_us));
+        p.backoff_us = std::min(kBackoffMaxUs,
+                                std::max({kBackoffMinUs, 2 * p.backoff_us, kBackoffPerWait * waited}));
         p.solo_until_us = end + p.backoff_us;
     } else if (mine < chunks) {  // helpers took part and nobody stalled
-        p.backoff_us -= p.backoff_us / 16;
+        p.backoff_us -= p.backoff_us >> kBackoffDecayShift;
     }
 }
 
