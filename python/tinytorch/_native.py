@@ -189,14 +189,14 @@ OPTIONAL_PROTOTYPES.update({
     "tt_fusion_source": (_status, [c_void_p, c_char_p, c_int64, _ptr]),
 })
 
-# Apple MPS GEMM (metal/mps_gemm.mm; a stub that refuses with the reason elsewhere):
+# Apple MPS GEMM (runtime/metal/mps_gemm.mm; a stub that refuses with the reason elsewhere):
 # optional, so a library built before it still loads; extensions/mps_ops.py falls back.
 OPTIONAL_PROTOTYPES.update({
     "tt_mps_available": (c_int, []),
     "tt_mps_sgemm": (_status, [c_int64, c_int64, c_int64, _ptr, _ptr, _ptr, _ptr]),
 })
 
-# libtinytorch_cuda (cuda_triton/cuda/tinytorch_cuda.h): the CUDA SGEMM stages, a separate
+# libtinytorch_cuda (include/tinytorch/tinytorch_cuda.h): the CUDA SGEMM stages, a separate
 # library built only where CMake found nvcc, with the same conventions (tt_status, its own
 # thread-local last error and path report). Loaded on first use by load_cuda(), never at
 # import; tests/extensions/test_cuda_ops.py checks these against that header.

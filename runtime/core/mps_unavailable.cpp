@@ -3,7 +3,7 @@
  * Apple, and Apple builds configured with TT_METAL=OFF. The functions exist everywhere so
  * the ABI is the same on every platform; they only say why MPS cannot run.
  *
- * Owns: tt_mps_available and tt_mps_sgemm for those builds (metal/mps_gemm.mm is the real
+ * Owns: tt_mps_available and tt_mps_sgemm for those builds (runtime/metal/mps_gemm.mm is the real
  * implementation). Arguments are not inspected: nothing runs.
  */
 #include "core/error.h"

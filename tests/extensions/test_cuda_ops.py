@@ -1,6 +1,6 @@
 """cuda_ops: the CUDA SGEMM stages' library and its Python side, without a GPU.
 
-  * the header (cuda_triton/cuda/tinytorch_cuda.h) and the binding (_native.CUDA_PROTOTYPES)
+  * the header (include/tinytorch/tinytorch_cuda.h) and the binding (_native.CUDA_PROTOTYPES)
     agree, function by function and type by type;
   * where nvcc is found, CMake configures and builds libtinytorch_cuda in a temporary folder
     (one GPU arch, sm_90, to keep it short); it exports exactly the header's functions, loads
@@ -26,7 +26,7 @@ from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import cuda_ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEADER = os.path.join(ROOT, "cuda_triton", "cuda", "tinytorch_cuda.h")
+HEADER = os.path.join(ROOT, "include", "tinytorch", "tinytorch_cuda.h")
 
 
 def _nvcc():

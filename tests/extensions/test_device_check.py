@@ -1,4 +1,4 @@
-"""cuda_triton/device_check.py without a GPU, and `tinytorch info` on the GPU back ends.
+"""benchmarks/device_check.py without a GPU, and `tinytorch info` on the GPU back ends.
 
   * with no NVIDIA GPU it exits with status 2 and a clear message, measures nothing and
     does not write --out; TRITON_INTERPRET=1 is refused the same way;
@@ -19,7 +19,7 @@ import pytest
 from tinytorch import backends
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "cuda_triton", "device_check.py")
+SCRIPT = os.path.join(ROOT, "benchmarks", "device_check.py")
 
 
 def _load():

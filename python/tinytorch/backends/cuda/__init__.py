@@ -8,7 +8,7 @@ Owns the whole path below the user-facing ``tinytorch.extensions.cuda_ops``:
                  device and back, the copy and kernel times from CUDA events) or a PyTorch
                  CUDA tensor / CuPy array used in place
   LAST_RUN       the per-thread report (path, reason, copy_in_s, kernel_s, copy_out_s)
-Native code: cuda_triton/cuda/ (the kernels) and include/tinytorch/tinytorch_cuda.h (the
+Native code: runtime/cuda/ (the kernels) and include/tinytorch/tinytorch_cuda.h (the
 ABI); the binding is ``tinytorch._native.load_cuda``. Statuses map to exceptions through
 ``_native.check`` with the CUDA library's message.
 

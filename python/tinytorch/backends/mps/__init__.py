@@ -8,7 +8,7 @@ Owns the whole path below the user-facing ``tinytorch.extensions.mps_ops``:
   page_aligned_empty  outputs MPS wraps in place (newBufferWithBytesNoCopy)
   LAST_RUN            the per-thread report (path, reason, copied: operands copied into
                       Metal buffers rather than wrapped)
-Native code: metal/mps_gemm.mm (compiled into libtinytorch on Apple only;
+Native code: runtime/metal/mps_gemm.mm (compiled into libtinytorch on Apple only;
 runtime/core/mps_unavailable.cpp elsewhere).
 
 Assumes: callers checked shapes and dtypes; the core's matmul is not routed here.

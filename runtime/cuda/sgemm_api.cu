@@ -15,7 +15,7 @@
 #include <cstring>
 
 #include "sgemm_internal.h"
-#include "tinytorch_cuda.h"
+#include "tinytorch/tinytorch_cuda.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 """device_check: on a machine with an NVIDIA GPU, every GPU kernel's parity test and one
 table of measurements, written as markdown.
 
-    python cuda_triton/device_check.py --out benchmarks/results/device_check.md [--quick]
+    python benchmarks/device_check.py --out benchmarks/results/device_check.md [--quick]
 
 What it runs (nothing is installed; what the machine lacks is reported and skipped):
   parity    the Triton fused bias-GELU forward and backward (device arrays and host arrays),
@@ -468,7 +468,7 @@ def main(argv=None) -> int:
     check_cuda(dev, check, args.quick)
     machine = machine_description()
     text = "\n\n".join([
-        "# Device check (cuda_triton/device_check.py)",
+        "# Device check (benchmarks/device_check.py)",
         machine + f" Run took {time.perf_counter() - started:.0f} s"
         + (" (--quick)." if args.quick else "."),
         "## Parity against float64",

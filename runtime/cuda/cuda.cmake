@@ -1,4 +1,4 @@
-# libtinytorch_cuda: the CUDA SGEMM teaching ladder (tinytorch_cuda.h), a separate shared
+# libtinytorch_cuda: the CUDA SGEMM teaching ladder (include/tinytorch/tinytorch_cuda.h), a separate shared
 # library so libtinytorch itself never needs CUDA. Included by the top CMakeLists.txt only
 # after check_language(CUDA) found a compiler and enable_language(CUDA) ran. The CUDA
 # runtime is linked statically: the library loads on a machine without a driver and its
@@ -28,5 +28,5 @@ else()
   include(GNUInstallDirs)
   install(TARGETS tinytorch_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  install(FILES ${CMAKE_CURRENT_LIST_DIR}/tinytorch_cuda.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tinytorch)
+  install(FILES ${PROJECT_SOURCE_DIR}/include/tinytorch/tinytorch_cuda.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tinytorch)
 endif()

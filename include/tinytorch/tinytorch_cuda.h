@@ -2,7 +2,7 @@
  * tinytorch_cuda.h -- the C API of libtinytorch_cuda: the CUDA SGEMM teaching ladder.
  *
  * A separate shared library (built by CMake only where nvcc is found; sources in
- * cuda_triton/cuda/), with the conventions of libtinytorch (include/tinytorch/tinytorch.h):
+ * runtime/cuda/), with the conventions of libtinytorch (include/tinytorch/tinytorch.h):
  *   - every fallible call returns a tt_status (TT_OK = 0); the detail is a thread-local
  *     message, tt_cuda_last_error(). No call aborts or throws across the ABI.
  *   - no driver, no device, or a CUDA error all give TT_ERR_UNSUPPORTED (the message holds
