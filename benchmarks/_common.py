@@ -52,14 +52,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
 import tinytorch  # noqa: E402
 from tinytorch import native  # noqa: E402
-# The measuring helpers live in the package, shared with `tinytorch scorecard`; re-exported here
-# under their old names so every script keeps calling C.measure_rounds, C.Threads, ...
-from tinytorch.scorecard.machine import _cpuinfo, _lscpu, blas_description, cpu_model  # noqa: E402,F401
-from tinytorch.scorecard.measure import (  # noqa: E402,F401
-    SETTLE_SECONDS, Threads, measure_rounds, optimizer_state_bytes, time_steps)
+# The measuring helpers live in the package (tinytorch.measure: the one place the package
+# measures, shared with `tinytorch scorecard` and tinytorch.perf); re-exported here under the
+# names every script calls: C.measure_rounds, C.Threads, C.table, ...
+from tinytorch.measure import (  # noqa: E402,F401
+    SETTLE_SECONDS, Threads, blas_description, cpu_flags, cpu_model, loadavg, lscpu, measure_rounds,
+    optimizer_state_bytes, save_figure, spread, time_steps, write_file)
+from tinytorch.measure import markdown_table as table  # noqa: E402,F401
 from tinytorch.scorecard.peak import (  # noqa: E402,F401
-    copy_bandwidth, fma_ceiling, fma_peaks, merge_peaks, percent_of_peak)
-from tinytorch._atomic import save_figure  # noqa: E402,F401  (plots survive a kill, as reports do)
+    copy_bandwidth, fma_ceiling, fma_peaks, measure_ceilings, merge_peaks, percent_of_peak)
 
 try:
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -67,14 +68,7 @@ except ImportError:  # pragma: no cover - benchmarks want it, tests do not
     threadpool_info = threadpool_limits = None
 
 
-def _loadavg():
-    try:
-        return os.getloadavg()
-    except (OSError, AttributeError):
-        return None
-
-
-LOAD_AT_START = _loadavg()
+LOAD_AT_START = loadavg()
 STARTED = time.gmtime()
 
 
@@ -88,7 +82,7 @@ def optional_torch():
 
 # ----------------------------------------------------------------------------- threads
 
-# Threads: the package's (tinytorch.scorecard.measure), imported above.
+# Threads: the package's (tinytorch.measure.threads), imported above.
 
 
 def thread_counts(text: str) -> list[int]:
@@ -104,7 +98,7 @@ def thread_counts(text: str) -> list[int]:
 
 # ----------------------------------------------------------------------------- machine
 
-# _lscpu, _cpuinfo, cpu_model, blas_description: the package's (tinytorch.scorecard.machine).
+# lscpu, cpu_flags, cpu_model, blas_description, loadavg: the package's (tinytorch.measure.machine).
 
 
 def _load_text(load) -> str:
@@ -113,9 +107,8 @@ def _load_text(load) -> str:
 
 def machine_lines(threads=None) -> list[str]:
     """The Markdown bullet list every report carries. `threads`: an int or a list of counts."""
-    cpu = _lscpu()
-    simd = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "neon", "asimd")
-            if f in _cpuinfo("flags").split() + _cpuinfo("Features").split()]
+    cpu = lscpu()
+    simd = cpu_flags()
     topology = ", ".join(f"{k} {cpu[k]}" for k in ("Socket(s)", "Core(s) per socket", "Thread(s) per core")
                          if k in cpu)
     caches = ", ".join(f"{k} {cpu[k]}" for k in ("L2 cache", "L3 cache") if k in cpu)
@@ -144,21 +137,15 @@ def machine_lines(threads=None) -> list[str]:
         lines.append(f"- threads: {threads} (tinytorch runtime, BLAS and OpenMP via threadpoolctl, "
                      "PyTorch where compared)")
     lines.append(f"- load average (1, 5, 15 min) at start: {_load_text(LOAD_AT_START)}; now: "
-                 f"{_load_text(_loadavg())} (the machine is shared: load above 0 inflates and "
+                 f"{_load_text(loadavg())} (the machine is shared: load above 0 inflates and "
                  "spreads the timings)")
     return lines
 
 
 # ----------------------------------------------------------------------------- timing
 
-# measure_rounds (with SETTLE_SECONDS) and time_steps: the package's (tinytorch.scorecard.measure),
+# measure_rounds (with SETTLE_SECONDS), time_steps and spread: the package's (tinytorch.measure.timing),
 # so the scorecard command and these scripts time things the same way.
-
-
-def spread(samples) -> tuple[float, float, float]:
-    """(median, 10th percentile, 90th percentile)."""
-    return (float(np.median(samples)), float(np.percentile(samples, 10)),
-            float(np.percentile(samples, 90)))
 
 
 # ----------------------------------------------------------------------------- ceilings
@@ -228,7 +215,6 @@ def command() -> str:
 def ceiling_lines(threads=None) -> list[str]:
     """This machine's measured FMA peak (1..max(threads) threads) and copy bandwidth as bullets,
     so every report names the ceilings its speeds are relative to (tinytorch.scorecard.peak)."""
-    from tinytorch.scorecard.peak import measure_ceilings
     counts = threads if isinstance(threads, (list, tuple)) else [threads or 1]
     return measure_ceilings(max(counts), quick=True).lines()
 
@@ -239,20 +225,12 @@ def write_report(path: str, title: str, body: list[str], threads=None) -> str:
     lines = [f"# {title}", "", f"Command: `{command()}`", "", "## Machine", ""]
     lines += machine_lines(threads) + ceiling_lines(threads) + [""] + list(body)
     text = "\n".join(lines).rstrip("\n") + "\n"
-    from tinytorch._atomic import write_file  # a killed run keeps the previous report
-    write_file(path, text)
+    write_file(path, text)  # atomic: a killed run keeps the previous report
     print(f"wrote {path}")
     return text
 
 
-def table(header: list[str], rows: list[list]) -> list[str]:
-    def cell(v):
-        if isinstance(v, float):
-            return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
-        return str(v)
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return lines
+# table: the package's markdown_table (tinytorch.measure.reports), imported above.
 
 
 # ----------------------------------------------------------------------------- misc
@@ -270,4 +248,4 @@ def require_native():
     return lib
 
 
-# optimizer_state_bytes: the package's (tinytorch.scorecard.measure), imported above.
+# optimizer_state_bytes: the package's (tinytorch.measure.memory), imported above.

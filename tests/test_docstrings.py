@@ -1,8 +1,8 @@
 """Docstrings and exports.
 
-1. Every public name of tinytorch.core, .perf, .extensions, .backends and tinytorch.native has
-   a docstring, and every callable's docstring names each of its parameters (what
-   ``help(Trainer)`` shows a new user).
+1. Every public name of tinytorch.core, .perf, .extensions, .backends, .scorecard, .measure and
+   tinytorch.native has a docstring, and every callable's docstring names each of its
+   parameters (what ``help(Trainer)`` shows a new user).
 
    Public: the names in a module's ``__all__`` when it has one, else the names not starting
    with ``_`` that the module defines itself (not imported ones). For a public class: its own
@@ -34,7 +34,8 @@ import pytest
 
 import tinytorch  # noqa: F401
 
-PACKAGES = ["tinytorch.core", "tinytorch.perf", "tinytorch.extensions", "tinytorch.backends", "tinytorch.scorecard"]
+PACKAGES = ["tinytorch.core", "tinytorch.perf", "tinytorch.extensions", "tinytorch.backends", "tinytorch.scorecard",
+            "tinytorch.measure"]
 MODULES = ["tinytorch.native", "tinytorch.olympics"]
 
 # Offenders this check tolerates, each with its reason. Keys are "module.qualname" (the whole

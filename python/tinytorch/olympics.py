@@ -48,7 +48,7 @@ from .core.layers import Layer, Linear, Parameter
 from .core.quantization import QuantizedLinear, model_size_bytes
 from .core.random import get_generator
 from .core.tensor import MB_TO_BYTES, Tensor
-from .perf.benchmark_suite import _system_info
+from .measure.machine import system_info
 from .perf.benchmarking import benchmark
 from .perf.profiling import Profiler
 
@@ -116,7 +116,7 @@ class BenchmarkReport:
     def __init__(self, model_name: str = "model"):
         self.model_name = model_name
         self.metrics = {}
-        self.system_info = _system_info()
+        self.system_info = system_info()
         self.timestamp = time.strftime("%Y-%m-%d %H:%M:%S")
 
     def benchmark_model(self, model, X_test, y_test, num_runs: int = 100) -> dict:

@@ -1,7 +1,7 @@
 """Upstream TinyTorch's benchmarking classes, as thin adapters over this package's measurements.
 
 Code written for the course's Module 19 calls ``Benchmark``, ``BenchmarkSuite`` and
-``TinyMLPerf`` from ``tinytorch.perf.benchmarking`` (which re-exports this module). Here every
+``TinyMLPerf`` from ``tinytorch.perf.benchmarking`` (which re-exports this module's names). Here every
 number they return is measured by the one implementation of each measurement:
 
   latency  ``benchmark()`` (perf_counter_ns, after warm-up) in milliseconds, as upstream;
@@ -32,7 +32,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -43,7 +42,9 @@ from .._atomic import save_figure, write_file
 from ..core.autograd import no_grad
 from ..core.random import get_generator
 from ..core.tensor import MB_TO_BYTES, Tensor
-from .benchmarking import BenchmarkResult, MLPerf, benchmark
+from ..measure.machine import system_info
+from ..measure.timing import BenchmarkResult, benchmark
+from .mlperf import MLPerf
 from .profiling import Profiler
 
 __all__ = ["DEFAULT_WARMUP_RUNS", "DEFAULT_MEASUREMENT_RUNS", "Benchmark", "BenchmarkSuite",
@@ -91,20 +92,6 @@ class _EvalMode:
         return False
 
 
-def _system_info() -> dict:
-    """Where the numbers were measured: platform, CPU, Python, NumPy, cores and load average
-    (a loaded machine inflates timings)."""
-    try:  # the CPU's model name from /proc/cpuinfo, when the scorecard package is present
-        from ..scorecard.machine import cpu_model
-        cpu = cpu_model()
-    except ImportError:
-        cpu = platform.processor() or platform.machine()
-    load = tuple(round(v, 2) for v in os.getloadavg()) if hasattr(os, "getloadavg") else None
-    return {"platform": platform.platform(), "processor": cpu,
-            "python_version": platform.python_version(), "numpy_version": np.__version__,
-            "cpu_count": os.cpu_count() or 1, "loadavg": load}
-
-
 def _accuracy(model, dataset):
     """Measured accuracy of ``model`` on ``dataset``, or None when it cannot be measured.
 
@@ -148,7 +135,7 @@ class Benchmark:
         self.warmup_runs, self.measurement_runs = warmup_runs, measurement_runs
         self.results = {}
         self.profiler = Profiler()
-        self.system_info = _system_info()
+        self.system_info = system_info()
 
     def _input(self, input_shape):
         return Tensor(get_generator().standard_normal(tuple(input_shape)).astype(np.float32))

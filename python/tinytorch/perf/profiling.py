@@ -23,56 +23,24 @@ How FLOPs are found
 
 What it never does
   It never changes the model beyond that temporary wrapping, and it never imports PyTorch.
+
+Where it sits: the clocks and BenchmarkResult are tinytorch.measure.timing's, the runtime's
+counters tinytorch.measure.memory's (``runtime_memory_stats`` is importable from here too);
+nothing in perf/ is imported here, so mlperf.py and benchmark_suite.py build on it.
 """
 from __future__ import annotations
 
-import importlib
+import importlib  # noqa: F401  (measure.memory reaches the runtime through importlib.import_module at call time; tests stand in a fake runtime by patching it here)
 import tracemalloc
 
 import numpy as np
 
 from ..core.tensor import BYTES_PER_FLOAT32, KB_TO_BYTES, MB_TO_BYTES  # noqa: F401  (the one definition)
-from .benchmarking import BenchmarkResult, benchmark
+from ..measure.memory import reset_runtime_peak, runtime_memory_stats
+from ..measure.timing import BenchmarkResult, benchmark
 
 __all__ = ["Profiler", "runtime_memory_stats", "quick_profile", "analyze_weight_distribution",
            "BYTES_PER_FLOAT32", "KB_TO_BYTES", "MB_TO_BYTES"]
-
-
-def runtime_memory_stats() -> dict | None:
-    """The native runtime's allocator counters, or None when the runtime does not offer them.
-
-    Expected keys: ``bytes_in_use``, ``peak_bytes``, ``allocations``.
-    """
-    try:
-        native = importlib.import_module("tinytorch.native")
-    except Exception:
-        return None
-    fn = getattr(native, "memory_stats", None)
-    if fn is None:
-        return None
-    try:
-        stats = fn()
-    except Exception:  # library missing or failed to load: the counters do not exist
-        return None
-    if not isinstance(stats, dict) or "peak_bytes" not in stats:
-        return None
-    return stats
-
-
-def _reset_runtime_peak() -> bool:
-    try:
-        native = importlib.import_module("tinytorch.native")
-    except Exception:
-        return False
-    for name in ("reset_peak_memory_stats", "reset_memory_peak", "reset_peak_memory"):
-        fn = getattr(native, name, None)
-        if fn is not None:
-            try:
-                fn()
-                return True
-            except Exception:
-                return False
-    return False
 
 
 def _shape_of(x):
@@ -216,7 +184,7 @@ class Profiler:
         if not callable(fn):
             raise TypeError(f"measure_memory needs a callable, got {type(fn).__name__}")
         before_rt = runtime_memory_stats()
-        reset_ok = _reset_runtime_peak() if before_rt is not None else False
+        reset_ok = reset_runtime_peak() if before_rt is not None else False
         was_tracing = tracemalloc.is_tracing()
         if not was_tracing:
             tracemalloc.start()

@@ -19,7 +19,7 @@ import tracemalloc
 
 import numpy as np
 
-from .measure import Threads, measure_rounds
+from ..measure import Threads, measure_rounds
 from .results import SectionResult
 
 __all__ = ["peak_memory", "flops", "score_matrix_bytes", "run"]

@@ -26,7 +26,7 @@ import tracemalloc
 
 import numpy as np
 
-from .measure import Threads, time_steps
+from ..measure import Threads, time_steps
 from .results import SectionResult
 
 __all__ = ["HEADS", "build", "run_stack", "peak_memory", "measure", "per_block_fit", "model_numbers", "run",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .measure import measure_rounds
+from ..measure import measure_rounds
 from .results import SectionResult, unavailable, within
 
 __all__ = ["chain", "load_compile_graph", "report_fields", "run", "GUIDE", "ELEMENTS", "SCALE"]

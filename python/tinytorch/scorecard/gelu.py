@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .measure import Threads, measure_rounds
+from ..measure import Threads, measure_rounds
 from .results import SectionResult
 
 __all__ = ["numpy_unfused", "numpy_unfused_backward", "python_loop_ns_per_element", "run", "GUIDE"]

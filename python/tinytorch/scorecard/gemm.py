@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .measure import Threads, blas_threads_limited, measure_rounds
+from ..measure import Threads, blas_threads_limited, measure_rounds
 from .results import SectionResult
 
 __all__ = ["sgemm_into", "python_loop_gflops", "ladder", "run", "GUIDE_ROWS"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .measure import optimizer_state_bytes
+from ..measure import optimizer_state_bytes, precise_timer
 from .results import SectionResult, within
 
 __all__ = ["measure_projection", "lora_formula", "run", "GUIDE_ROWS"]
@@ -39,7 +39,6 @@ def measure_projection(d=4096, k=16384, ranks=(16, 8, 4), batch=8, progress=None
     from tinytorch.core.optimizers import AdamW
     from tinytorch.core.tensor import Tensor
     from tinytorch.extensions import LoRALinear
-    from tinytorch.perf.benchmarking import precise_timer
 
     tt_random.manual_seed(0)
     base = Linear(d, k, bias=False)

@@ -1,20 +1,16 @@
-"""The machine the scorecard measured: every figure means something only beside this.
+"""The machine the scorecard measured, as the scorecard writes it: every figure means
+something only beside this.
 
-Design: plain facts read at run time, never guessed: the CPU model and flags from
-/proc/cpuinfo (platform.processor() elsewhere), topology from lscpu when present, the
-runtime's own build report (ISA active, OpenMP, library path), the thread count the runtime
-uses, NumPy and the BLAS threadpoolctl finds (with the OPENBLAS_* environment, which changes
-the kernel OpenBLAS picks), the GPU probes of tinytorch.backends, and the load average (the
-machine may be shared: load inflates timings). benchmarks/_common.py re-exports
-``cpu_model`` and ``blas_description`` from here.
+Owns the scorecard's wording of the machine (``machine_lines``: Markdown bullets from one
+``describe()``) and its optional extras (``missing_extras``, ``missing_sentence``: what a run
+loses without matplotlib, threadpoolctl or tqdm). The facts themselves -- CPU model and flags,
+topology, the runtime's build report, threads, NumPy's BLAS, the GPU probes, the load -- are
+read by tinytorch.measure.machine; ``cpu_model``, ``cpu_flags``, ``blas_description``,
+``loadavg`` and ``describe`` are importable from here as well, the same objects.
 """
 from __future__ import annotations
 
-import os
-import platform
-import subprocess
-
-import numpy as np
+from ..measure.machine import blas_description, cpu_flags, cpu_model, describe, loadavg
 
 __all__ = ["cpu_model", "cpu_flags", "blas_description", "loadavg", "describe", "machine_lines",
            "missing_extras", "missing_sentence"]
@@ -25,54 +21,6 @@ SCORECARD_EXTRAS = {
     "threadpoolctl": "NumPy's BLAS could not be held to 1 thread and is not named",
     "tqdm": "plain progress lines instead of bars",
 }
-
-SIMD_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_bf16", "neon", "asimd")
-
-
-def _lscpu() -> dict:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v}
-
-
-def _cpuinfo(key: str) -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(key):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
-def cpu_model() -> str:
-    """The CPU's model name (or the platform's processor / machine string)."""
-    return _cpuinfo("model name") or platform.processor() or platform.machine()
-
-
-def cpu_flags() -> list:
-    """The SIMD-related CPU flags present (avx2, fma, avx512f, neon, ...)."""
-    present = set(_cpuinfo("flags").split() + _cpuinfo("Features").split())
-    return [f for f in SIMD_FLAGS if f in present]
-
-
-def blas_description() -> str:
-    """Which BLAS NumPy runs, as threadpoolctl reports it (library, version, kernel), and the
-    OPENBLAS_* / OMP_NUM_THREADS environment."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return "not identified (threadpoolctl is not installed)"
-    parts = [f"{e.get('internal_api')} {e.get('version')} (kernel: {e.get('architecture')}, "
-             f"threading: {e.get('threading_layer')})"
-             for e in threadpool_info() if e.get("user_api") == "blas"]
-    env = {k: v for k, v in os.environ.items()
-           if k.startswith("OPENBLAS_") or k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    text = "; ".join(parts) or "no BLAS found by threadpoolctl"
-    return text + (f"; environment: {env}" if env else "; no OPENBLAS_*/OMP_NUM_THREADS set")
 
 
 def _importable(name: str) -> bool:
@@ -97,40 +45,6 @@ def missing_sentence() -> str:
     listed = "; ".join(f"{name} ({loss})" for name, loss in missing.items())
     return (f"Not installed: {listed}; `python3 -m pip install \"tinytorch[scorecard]\"` (in a clone: "
             f"`python3 -m pip install \".[scorecard]\"`) adds them.")
-
-
-def loadavg():
-    """(1, 5, 15)-minute load averages, or None where the OS has none."""
-    try:
-        return os.getloadavg()
-    except (OSError, AttributeError):
-        return None
-
-
-def describe() -> dict:
-    """The machine as a dict: cpu, logical_cpus, topology, flags, runtime (the build report),
-    isa, threads, library, numpy, blas, gpus ({probe: (ok, detail)}), load."""
-    import tinytorch
-    from tinytorch import backends, native
-    cpu = _lscpu()
-    info = native.info()
-    gpus = {}
-    for name in ("cuda", "triton", "mps"):
-        try:
-            gpus[name] = backends.status(name)
-        except Exception as exc:  # noqa: BLE001 - a probe must not break the description
-            gpus[name] = (False, f"probe failed: {exc}")
-    return {
-        "cpu": cpu_model(), "logical_cpus": os.cpu_count(), "arch": platform.machine(),
-        "topology": ", ".join(f"{k} {cpu[k]}" for k in ("Socket(s)", "Core(s) per socket",
-                                                         "Thread(s) per core") if k in cpu),
-        "caches": ", ".join(f"{k} {cpu[k]}" for k in ("L2 cache", "L3 cache") if k in cpu),
-        "flags": cpu_flags(), "runtime": info,
-        "isa": info.get("isa_active") if info.get("available") else None,
-        "threads": tinytorch.get_num_threads(), "library": info.get("library"),
-        "numpy": np.__version__, "blas": blas_description(), "gpus": gpus, "load": loadavg(),
-        "python": platform.python_version(), "os": f"{platform.system()} {platform.release()}",
-    }
 
 
 def machine_lines(desc: dict | None = None) -> list:

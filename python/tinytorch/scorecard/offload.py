@@ -18,7 +18,7 @@ import importlib.util
 
 import numpy as np
 
-from .measure import measure_rounds
+from ..measure import measure_rounds
 from .results import SectionResult, within
 
 __all__ = ["gemm_intensity", "gelu_intensity", "gpu_matmul_timer", "run", "GUIDE_MPS", "ASSUMED_LINK_GBPS"]

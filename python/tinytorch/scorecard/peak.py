@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .measure import measure_rounds
+from ..measure import Threads, measure_rounds
 
 __all__ = ["PEAK_SOURCE", "fma_peaks", "merge_peaks", "fma_ceiling", "percent_of_peak", "copy_bandwidth",
            "Ceilings", "measure_ceilings"]
@@ -191,7 +191,6 @@ def measure_ceilings(max_threads: int, quick: bool = True) -> Ceilings:
         max_threads: the largest thread count a speed was measured on.
         quick: short trials (about 3 s in all on 2 cores) instead of the benchmarks' longer ones.
     """
-    from .measure import Threads
     peaks = fma_peaks(max_threads, seconds=0.1, trials=2) if quick else fma_peaks(max_threads)
     reason = ""
     if not peaks:
