@@ -14,21 +14,6 @@
 
 #include "tt_test.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static float frand(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
-}
-
-static float *fill(int64_t n) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; ++i) p[i] = frand() * 2.0f;
-    return p;
-}
-
 /* Element (b, h, r, c) of an operand with strides s (NULL: contiguous rows x d). */
 static int64_t at(const int64_t *s, int64_t H, int64_t rows, int64_t d, int64_t b, int64_t h,
                   int64_t r) {
@@ -136,9 +121,11 @@ static int run_case(const Problem *p, const char *label) {
     if (p->ks) kn = (B - 1) * p->ks[0] + (H - 1) * p->ks[1] + (sk - 1) * p->ks[2] + d;
     int64_t vn = kn;
     if (p->vs) vn = (B - 1) * p->vs[0] + (H - 1) * p->vs[1] + (sk - 1) * p->vs[2] + d;
-    float *q = fill(qn), *k = fill(kn), *v = fill(vn), *go = fill(B * H * sq * d);
-    float *o = fill(B * H * sq * d), *lse = fill(B * H * sq);
-    float *dq = fill(B * H * sq * d), *dk = fill(B * H * sk * d), *dv = fill(B * H * sk * d);
+    float *q = tt_test_filled(qn, -2, 2), *k = tt_test_filled(kn, -2, 2);
+    float *v = tt_test_filled(vn, -2, 2), *go = tt_test_filled(B * H * sq * d, -2, 2);
+    float *o = tt_test_filled(B * H * sq * d, -2, 2), *lse = tt_test_filled(B * H * sq, -2, 2);
+    float *dq = tt_test_filled(B * H * sq * d, -2, 2), *dk = tt_test_filled(B * H * sk * d, -2, 2);
+    float *dv = tt_test_filled(B * H * sk * d, -2, 2);
     double *ro = malloc((size_t)(B * H * sq * d + 1) * sizeof(double));
     double *rl = malloc((size_t)(B * H * sq + 1) * sizeof(double));
     double *rq = malloc((size_t)(B * H * sq * d + 1) * sizeof(double));
@@ -179,39 +166,32 @@ static int run_case(const Problem *p, const char *label) {
     return ok;
 }
 
-static void test_results(void) {
+/* Results against the oracle under one ISA and thread count: every shape x causal mode,
+ * then the transposed-heads and broadcast-k/v layouts. */
+static void check_results(tt_isa isa, int threads, const char *label) {
+    (void)isa, (void)threads, (void)label;
     static const int64_t shapes[][5] = {
         /* B, H, sq, sk, d */
         {1, 1, 1, 1, 1},    {1, 2, 65, 130, 16}, {2, 3, 127, 61, 64}, {1, 1, 200, 200, 128},
         {1, 2, 70, 9, 5},   {1, 1, 3, 0, 8},     {1, 1, 0, 5, 8},     {1, 1, 131, 131, 64},
         {2, 4, 64, 64, 32}, {1, 1, 1, 300, 64},  {1, 3, 257, 190, 32},
     };
-    const tt_isa original = tt_isa_active();
-    for (int isa = 0; isa <= 3; ++isa) {
-        if (!tt_isa_compiled(isa) || !tt_isa_supported(isa)) continue;
-        CHECK_OK(tt_set_isa(isa));
-        for (int nt = 1; nt <= 2; ++nt) {
-            CHECK_OK(tt_set_num_threads(nt));
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
-                for (int causal = 0; causal <= 2; ++causal) {
-                    Problem p = {shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
-                                 shapes[s][4], causal, 0.0f, NULL, NULL, NULL};
-                    p.scale = 1.0f / sqrtf((float)(p.d > 0 ? p.d : 1));
-                    CHECK(run_case(&p, "contiguous"));
-                }
-            /* [B, T, H, d] memory seen as [B, H, T, d] (what splitting heads gives), and one
-             * K/V head broadcast to every query head (stride 0). */
-            const int64_t B = 2, H = 3, T = 77, d = 24;
-            const int64_t bthd[3] = {T * H * d, d, H * d};
-            Problem p = {B, H, T, T, d, 1, 0.3f, bthd, bthd, bthd};
-            CHECK(run_case(&p, "transposed heads"));
-            const int64_t shared[3] = {T * d, 0, d};
-            Problem g = {B, H, T, T, d, 0, 0.2f, bthd, shared, shared};
-            CHECK(run_case(&g, "broadcast k/v head"));
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s)
+        for (int causal = 0; causal <= 2; ++causal) {
+            Problem p = {shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
+                         shapes[s][4], causal, 0.0f, NULL, NULL, NULL};
+            p.scale = 1.0f / sqrtf((float)(p.d > 0 ? p.d : 1));
+            CHECK(run_case(&p, "contiguous"));
         }
-    }
-    CHECK_OK(tt_set_isa(original));
-    CHECK_OK(tt_set_num_threads(1));
+    /* [B, T, H, d] memory seen as [B, H, T, d] (what splitting heads gives), and one
+     * K/V head broadcast to every query head (stride 0). */
+    const int64_t B = 2, H = 3, T = 77, d = 24;
+    const int64_t bthd[3] = {T * H * d, d, H * d};
+    Problem p = {B, H, T, T, d, 1, 0.3f, bthd, bthd, bthd};
+    CHECK(run_case(&p, "transposed heads"));
+    const int64_t shared[3] = {T * d, 0, d};
+    Problem g = {B, H, T, T, d, 0, 0.2f, bthd, shared, shared};
+    CHECK(run_case(&g, "broadcast k/v head"));
 }
 
 static void test_edges(void) {
@@ -239,7 +219,8 @@ static void test_edges(void) {
 
     /* NaN in q row 1 poisons that row only; NaN in key 0 poisons every query that sees it. */
     enum { S = 70, D = 8 };
-    float *qq = fill(S * D), *kk = fill(S * D), *vv = fill(S * D), *oo = fill(S * D);
+    float *qq = tt_test_filled(S * D, -2, 2), *kk = tt_test_filled(S * D, -2, 2);
+    float *vv = tt_test_filled(S * D, -2, 2), *oo = tt_test_filled(S * D, -2, 2);
     qq[1 * D + 3] = NAN;
     CHECK_OK(tt_attention_forward(qq, NULL, kk, NULL, vv, NULL, oo, NULL, NULL, 1, 1, S, S, D,
                                   0.3f, 0));
@@ -255,7 +236,8 @@ static void test_edges(void) {
     tt_memory_stats before, after;
     CHECK_OK(tt_memory_stats_get(&before));
     tt_memory_reset_peak();
-    float *a = fill(256 * 64), *out = fill(256 * 64), *l = fill(256);
+    float *a = tt_test_filled(256 * 64, -2, 2), *out = tt_test_filled(256 * 64, -2, 2);
+    float *l = tt_test_filled(256, -2, 2);
     CHECK_OK(tt_attention_forward(a, NULL, a, NULL, a, NULL, out, NULL, l, 1, 1, 256, 256, 64,
                                   0.125f, 0));
     CHECK_OK(tt_memory_stats_get(&after));
@@ -334,7 +316,7 @@ static void test_bad_arguments(void) {
 }
 
 int main(void) {
-    test_results();
+    tt_test_each_isa_and_threads("attention", 2, check_results);
     test_edges();
     test_bad_arguments();
     TT_TEST_MAIN_END;

@@ -115,14 +115,6 @@ static tt_fusion_t *p_build(const prog *p) {
 
 /* ------------------------------------------------------------ buffers */
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static double urand(double lo, double hi) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
-}
-
 /* A strided view over its own allocation: data points at element offset 0. */
 typedef struct {
     void *base, *data;
@@ -158,9 +150,9 @@ static buf buf_make(const prog *p, int dtype, const int64_t *strides, int axes) 
 
 static void buf_fill(buf *b, double lo, double hi, int specials) {
     for (int64_t e = b->lo; e <= b->hi; ++e) {
-        double v = urand(lo, hi);
+        double v = tt_test_uniform_f64(lo, hi);
         if (specials) {
-            const double r = urand(0, 1);
+            const double r = tt_test_uniform_f64(0, 1);
             if (r < 0.02) v = NAN;
             else if (r < 0.04) v = INFINITY;
             else if (r < 0.06) v = -INFINITY;
@@ -934,9 +926,9 @@ static void check_codegen(void) {
             if (!kern) continue;
             if (pool && g_rows) kern = run_rows_on_pool;
             snprintf(label, sizeof label, "generated C %d (%s)", k, pool && g_rows ? "rows on the pool" : "one thread");
-            const uint64_t saved = rng_state;
+            const uint64_t saved = *tt_test_rng_state();
             check_run(label, &progs[k], &layouts[k], kern);
-            rng_state = saved; /* the interpreter on the same inputs */
+            *tt_test_rng_state() = saved; /* the interpreter on the same inputs */
             snprintf(label, sizeof label, "interpreter for generated C %d", k);
             check_run(label, &progs[k], &layouts[k], NULL);
             dlclose(h);
@@ -964,34 +956,23 @@ static void check_cast_round_trip(void) {
     CHECK_OK(tt_fusion_free(f));
 }
 
+/* The tile interpreter under one ISA and thread count: every op, broadcasting, reductions,
+ * ACCUMULATE, casts, and the path (which names the ISA). */
+static void check_interpreter(tt_isa isa, int threads, const char *label) {
+    (void)threads;
+    check_every_op(label);
+    check_broadcast(label);
+    check_reductions(label);
+    check_accumulate(label);
+    check_cast_round_trip();
+    char want[64];
+    snprintf(want, sizeof want, "fusion:interp:%s", tt_isa_name(isa));
+    CHECK(strcmp(tt_last_kernel_path(), want) == 0);
+}
+
 int main(void) {
-    const tt_isa original = tt_isa_active();
-    const int original_threads = tt_get_num_threads();
-    static const tt_isa isas[] = {TT_ISA_SCALAR, TT_ISA_AVX2, TT_ISA_AVX512, TT_ISA_NEON};
     check_invalid();
-    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; ++i) {
-        if (!tt_isa_compiled(isas[i]) || !tt_isa_supported(isas[i])) {
-            printf("skip %s\n", tt_isa_name(isas[i]));
-            continue;
-        }
-        CHECK_OK(tt_set_isa(isas[i]));
-        for (int threads = 1; threads <= 2; ++threads) {
-            CHECK_OK(tt_set_num_threads(threads));
-            char label[64];
-            snprintf(label, sizeof label, "fusion:%s/%dt", tt_isa_name(isas[i]), threads);
-            check_every_op(label);
-            check_broadcast(label);
-            check_reductions(label);
-            check_accumulate(label);
-            check_cast_round_trip();
-            /* the path names the ISA */
-            char want[64];
-            snprintf(want, sizeof want, "fusion:interp:%s", tt_isa_name(isas[i]));
-            CHECK(strcmp(tt_last_kernel_path(), want) == 0);
-        }
-    }
-    CHECK_OK(tt_set_isa(original));
-    CHECK_OK(tt_set_num_threads(original_threads));
+    tt_test_each_isa_and_threads("fusion", 2, check_interpreter);
     check_codegen();
     TT_TEST_MAIN_END;
 }

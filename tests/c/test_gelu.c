@@ -17,15 +17,6 @@
 
 #include "tt_test.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static float frand(float lo, float hi) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (float)((rng_state >> 40) * (1.0 / 16777216.0));
-}
-
 static const long double kS = 0.797884560802865355879892119868763737L; /* sqrt(2/pi) */
 static const long double kC = 0.044715L;
 
@@ -138,8 +129,9 @@ static void check_shape(const char *label, fwd_fn fwd, bwd_fn bwd, int64_t rows,
     float *x = malloc((size_t)(n + 1) * sizeof(float)), *y = malloc((size_t)(n + 1) * sizeof(float));
     float *gy = malloc((size_t)(n + 1) * sizeof(float)), *gx = malloc((size_t)(n + 1) * sizeof(float));
     float *bias = malloc((size_t)(cols + 1) * sizeof(float)), *gb = malloc((size_t)(cols + 1) * sizeof(float));
-    for (int64_t i = 0; i < n; ++i) x[i] = frand(-8.0f, 8.0f), gy[i] = frand(-1.0f, 1.0f);
-    for (int64_t j = 0; j < cols; ++j) bias[j] = frand(-1.0f, 1.0f);
+    for (int64_t i = 0; i < n; ++i)
+        x[i] = tt_test_uniform(-8.0f, 8.0f), gy[i] = tt_test_uniform(-1.0f, 1.0f);
+    for (int64_t j = 0; j < cols; ++j) bias[j] = tt_test_uniform(-1.0f, 1.0f);
     if (extremes) {
         static const float specials[] = {0.0f,   -0.0f,   1e30f,  -1e30f,  1e10f,   -1e10f,
                                          1e-30f, -1e-30f, 1e-40f, -1e-40f, FLT_MAX, -FLT_MAX,
@@ -207,35 +199,25 @@ static void check_bad_arguments(fwd_fn fwd, bwd_fn bwd) {
     CHECK_FAILS(bwd(x, b, g, g + 2, NULL, 3, 4), TT_ERR_INVALID_ARGUMENT, "overlaps");
 }
 
+/* The dispatched kernels under one ISA and thread count, and the paths they report. */
+static void check_fast_path(tt_isa isa, int threads, const char *label) {
+    (void)threads;
+    check_all_shapes(label, tt_bias_gelu_forward, tt_bias_gelu_backward);
+    char want[64];
+    snprintf(want, sizeof want, "bias_gelu_backward:%s", tt_isa_name(isa));
+    CHECK(strcmp(tt_last_kernel_path(), want) == 0);
+    CHECK_OK(tt_bias_gelu_forward(NULL, NULL, NULL, 0, 0));
+    snprintf(want, sizeof want, "bias_gelu_forward:%s", tt_isa_name(isa));
+    CHECK(strcmp(tt_last_kernel_path(), want) == 0);
+}
+
 int main(void) {
+    tt_test_seed(0x2545F4914F6CDD1Dull);
     check_all_shapes("reference", tt_bias_gelu_forward_reference, tt_bias_gelu_backward_reference);
     CHECK(strcmp(tt_last_kernel_path(), "bias_gelu_backward:reference") == 0);
     check_bad_arguments(tt_bias_gelu_forward_reference, tt_bias_gelu_backward_reference);
     check_bad_arguments(tt_bias_gelu_forward, tt_bias_gelu_backward);
 
-    const tt_isa original = tt_isa_active();
-    const int original_threads = tt_get_num_threads();
-    static const tt_isa isas[] = {TT_ISA_SCALAR, TT_ISA_AVX2, TT_ISA_AVX512, TT_ISA_NEON};
-    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; ++i) {
-        if (!tt_isa_compiled(isas[i]) || !tt_isa_supported(isas[i])) {
-            printf("skip %s\n", tt_isa_name(isas[i]));
-            continue;
-        }
-        CHECK_OK(tt_set_isa(isas[i]));
-        for (int threads = 1; threads <= 2; ++threads) {
-            CHECK_OK(tt_set_num_threads(threads));
-            char label[64], want[64];
-            snprintf(label, sizeof label, "gelu:%s/%dt", tt_isa_name(isas[i]), threads);
-            check_all_shapes(label, tt_bias_gelu_forward, tt_bias_gelu_backward);
-            snprintf(want, sizeof want, "bias_gelu_backward:%s", tt_isa_name(isas[i]));
-            CHECK(strcmp(tt_last_kernel_path(), want) == 0);
-            CHECK_OK(tt_bias_gelu_forward(NULL, NULL, NULL, 0, 0));
-            snprintf(want, sizeof want, "bias_gelu_forward:%s", tt_isa_name(isas[i]));
-            CHECK(strcmp(tt_last_kernel_path(), want) == 0);
-            printf("%s ok\n", label);
-        }
-    }
-    CHECK_OK(tt_set_isa(original));
-    CHECK_OK(tt_set_num_threads(original_threads));
+    tt_test_each_isa_and_threads("gelu", 2, check_fast_path);
     TT_TEST_MAIN_END;
 }

@@ -17,21 +17,6 @@
 
 #include "tt_test.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static float frand(void) { /* uniform in [-1, 1) */
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((rng_state >> 40) * (1.0 / 8388608.0) - 1.0);
-}
-
-static float *alloc_filled(int64_t n) {
-    float *p = (float *)malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; ++i) p[i] = frand();
-    return p;
-}
-
 /* op(X)[r][c] of a stored matrix with leading dimension ld. */
 static double op_at(const float *X, int64_t ld, int trans, int64_t r, int64_t c) {
     return trans ? X[c * ld + r] : X[r * ld + c];
@@ -47,8 +32,9 @@ static int check_gemm(const char *label, gemm_fn fn, int ta, int tb, int64_t M, 
     const int64_t b_rows = tb ? N : K, b_cols = tb ? K : N;
     const int64_t lda = (a_cols > 0 ? a_cols : 1) + pad, ldb = (b_cols > 0 ? b_cols : 1) + pad;
     const int64_t ldc = (N > 0 ? N : 1) + pad;
-    float *A = alloc_filled(a_rows * lda), *B = alloc_filled(b_rows * ldb);
-    float *C = alloc_filled(M * ldc), *C0 = (float *)malloc((size_t)(M * ldc + 1) * sizeof(float));
+    float *A = tt_test_filled(a_rows * lda, -1, 1), *B = tt_test_filled(b_rows * ldb, -1, 1);
+    float *C = tt_test_filled(M * ldc, -1, 1);
+    float *C0 = (float *)malloc((size_t)(M * ldc + 1) * sizeof(float));
     if (beta == 0.0f)
         for (int64_t i = 0; i < M * ldc; ++i) C[i] = NAN; /* must not leak into the result */
     for (int64_t i = 0; i < M * ldc; ++i) C0[i] = C[i];
@@ -64,7 +50,7 @@ static int check_gemm(const char *label, gemm_fn fn, int ta, int tb, int64_t M, 
     double *t = (double *)malloc((size_t)(N > 0 ? N : 1) * sizeof(double));
     double *bt = (double *)malloc((size_t)(K > 0 ? K : 1) * sizeof(double));
     double *abs_bt = (double *)malloc((size_t)(K > 0 ? K : 1) * sizeof(double));
-    for (int64_t j = 0; j < N; ++j) t[j] = frand();
+    for (int64_t j = 0; j < N; ++j) t[j] = tt_test_uniform(-1.0f, 1.0f);
 
     if (!elementwise) { /* bt = op(B) t, abs_bt = |op(B)| |t| */
         for (int64_t k = 0; k < K; ++k) {
@@ -175,7 +161,8 @@ static void check_batched(void) {
     /* 5 matrices 33 x 17 (K = 29), A shared (strideA = 0), C interleaved row by row. */
     const int64_t M = 33, N = 17, K = 29, batch = 5;
     const int64_t lda = K, ldb = N, ldc = batch * N;
-    float *A = alloc_filled(M * K), *B = alloc_filled(batch * K * N), *C = alloc_filled(M * ldc);
+    float *A = tt_test_filled(M * K, -1, 1), *B = tt_test_filled(batch * K * N, -1, 1);
+    float *C = tt_test_filled(M * ldc, -1, 1);
     for (int64_t i = 0; i < M * ldc; ++i) C[i] = NAN;
     CHECK_OK(tt_sgemm_strided_batched(0, 0, M, N, K, 1.0f, A, lda, 0, B, ldb, K * N, 0.0f, C, ldc,
                                       N, batch));
@@ -239,6 +226,15 @@ static void check_bad_arguments(gemm_fn fn, const char *name) {
     (void)name;
 }
 
+/* tt_sgemm under one ISA and thread count: results, the path it reports, batched calls. */
+static void check_fast_path(tt_isa isa, int threads, const char *label) {
+    check_many(label, (gemm_fn)tt_sgemm, threads == 1, 1, threads > 1);
+    char want_path[64];
+    snprintf(want_path, sizeof want_path, "sgemm:%s", tt_isa_name(isa));
+    CHECK(strcmp(tt_last_kernel_path(), want_path) == 0);
+    check_batched();
+}
+
 int main(void) {
     /* The reference: the oracle itself against float64. */
     check_many("reference", (gemm_fn)tt_sgemm_reference, 1, 0, 0);
@@ -246,28 +242,6 @@ int main(void) {
     check_bad_arguments((gemm_fn)tt_sgemm_reference, "reference");
     check_bad_arguments((gemm_fn)tt_sgemm, "fast");
 
-    const tt_isa original = tt_isa_active();
-    const int original_threads = tt_get_num_threads();
-    static const tt_isa isas[] = {TT_ISA_SCALAR, TT_ISA_AVX2, TT_ISA_AVX512, TT_ISA_NEON};
-    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; ++i) {
-        if (!tt_isa_compiled(isas[i]) || !tt_isa_supported(isas[i])) {
-            printf("skip %s: not %s\n", tt_isa_name(isas[i]),
-                   tt_isa_compiled(isas[i]) ? "supported by this CPU" : "compiled");
-            continue;
-        }
-        CHECK_OK(tt_set_isa(isas[i]));
-        for (int threads = 1; threads <= 2; ++threads) {
-            CHECK_OK(tt_set_num_threads(threads));
-            char label[64], want_path[64];
-            snprintf(label, sizeof label, "sgemm:%s/%dt", tt_isa_name(isas[i]), threads);
-            check_many(label, (gemm_fn)tt_sgemm, threads == 1, 1, threads > 1);
-            snprintf(want_path, sizeof want_path, "sgemm:%s", tt_isa_name(isas[i]));
-            CHECK(strcmp(tt_last_kernel_path(), want_path) == 0);
-            check_batched();
-            printf("%s ok\n", label);
-        }
-    }
-    CHECK_OK(tt_set_isa(original));
-    CHECK_OK(tt_set_num_threads(original_threads));
+    tt_test_each_isa_and_threads("sgemm", 2, check_fast_path);
     TT_TEST_MAIN_END;
 }

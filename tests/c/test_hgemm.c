@@ -21,12 +21,6 @@ static float to_float(uint16_t h) {
     return f;
 }
 
-static uint32_t rng_state = 12345u;
-static float frand(void) { /* uniform in [-1, 1) */
-    rng_state = rng_state * 1664525u + 1013904223u;
-    return (float)((rng_state >> 8) & 0xffffff) / 8388608.0f - 1.0f;
-}
-
 static void test_exact_conversions(void) {
     struct { float in; uint16_t out; } cases[] = {
         {1.0f, 0x3c00}, {-2.0f, 0xc000}, {65504.0f, 0x7bff}, {65519.0f, 0x7bff}, {65520.0f, 0x7c00},
@@ -65,8 +59,8 @@ static void test_simd_matches_scalar(void) {
     static float wide_fast[n], wide_slow[n];
     for (int i = 0; i < n; ++i) {
         float scale = powf(2.0f, (float)(i % 60) - 40.0f); /* subnormal to overflow */
-        src[i] = frand() * scale;
-        halves[i] = (uint16_t)(rng_state >> 7);
+        src[i] = tt_test_uniform(-1.0f, 1.0f) * scale;
+        halves[i] = (uint16_t)(tt_test_rand_u64() >> 48); /* any bit pattern, NaNs included */
     }
     tt_isa original = tt_isa_active();
     CHECK_OK(tt_set_isa(TT_ISA_AVX2));
@@ -95,9 +89,9 @@ static int check_hgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float al
     uint16_t *B = malloc(sizeof(uint16_t) * (size_t)(b_rows * ldb + 1));
     uint16_t *C = malloc(sizeof(uint16_t) * (size_t)(M * ldc + 1));
     uint16_t *C0 = malloc(sizeof(uint16_t) * (size_t)(M * ldc + 1));
-    for (int64_t i = 0; i < a_rows * lda; ++i) A[i] = to_half(frand());
-    for (int64_t i = 0; i < b_rows * ldb; ++i) B[i] = to_half(frand());
-    for (int64_t i = 0; i < M * ldc; ++i) C0[i] = C[i] = to_half(frand());
+    for (int64_t i = 0; i < a_rows * lda; ++i) A[i] = to_half(tt_test_uniform(-1.0f, 1.0f));
+    for (int64_t i = 0; i < b_rows * ldb; ++i) B[i] = to_half(tt_test_uniform(-1.0f, 1.0f));
+    for (int64_t i = 0; i < M * ldc; ++i) C0[i] = C[i] = to_half(tt_test_uniform(-1.0f, 1.0f));
     tt_status st = reference ? tt_hgemm_reference(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)
                              : tt_hgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     int failures = 0;

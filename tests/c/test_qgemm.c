@@ -14,13 +14,7 @@
 
 #include "tt_test.h"
 
-static uint64_t rng_state = 88172645463325252ull;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 11);
-}
+static uint32_t rnd(void) { return (uint32_t)(tt_test_rand_u64() >> 11); }
 
 static void *aligned(int64_t bytes) { return aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64 + 64)); }
 
@@ -216,21 +210,20 @@ static void test_errors(void) {
     CHECK(tt_qgemm_kernel_usable(TT_QGEMM_SCALAR) == 1);
 }
 
-int main(void) {
-    const int isas[] = {TT_ISA_SCALAR, TT_ISA_AVX2, TT_ISA_AVX512, TT_ISA_NEON};
-    const tt_isa start = tt_isa_active();
-    for (size_t s = 0; s < 4; ++s) {
-        if (!tt_isa_compiled(isas[s]) || !tt_isa_supported(isas[s])) continue;
-        CHECK_OK(tt_set_isa(isas[s]));
-        printf("isa %s\n", tt_isa_name(isas[s]));
-        for (int kernel = TT_QGEMM_SCALAR; kernel <= TT_QGEMM_NEON_DOT; ++kernel) {
-            if (!tt_qgemm_kernel_usable(kernel)) continue;
-            /* the scalar kernel runs under every ISA: test it once, under scalar */
-            if (kernel == TT_QGEMM_SCALAR && isas[s] != TT_ISA_SCALAR) continue;
-            test_kernel(kernel);
-        }
-        test_errors();
+/* Every INT8 kernel this ISA runs (the scalar one once, under scalar), and the refusals. */
+static void check_kernels(tt_isa isa, int threads, const char *label) {
+    (void)threads, (void)label;
+    for (int kernel = TT_QGEMM_SCALAR; kernel <= TT_QGEMM_NEON_DOT; ++kernel) {
+        if (!tt_qgemm_kernel_usable(kernel)) continue;
+        if (kernel == TT_QGEMM_SCALAR && isa != TT_ISA_SCALAR) continue;
+        test_kernel(kernel);
     }
-    tt_set_isa(start);
+    test_errors();
+}
+
+int main(void) {
+    tt_test_seed(88172645463325252ull);
+    /* one thread count here: the tests set their own (1 and 2) */
+    tt_test_each_isa_and_threads("qgemm", 1, check_kernels);
     TT_TEST_MAIN_END;
 }

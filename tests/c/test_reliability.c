@@ -16,19 +16,13 @@
 
 /* ---- 1. batched GEMM with more matrices than threads, not a multiple of them ---- */
 
-static void fill(float *p, int64_t n, unsigned seed) {
-    for (int64_t i = 0; i < n; ++i) {
-        seed = seed * 1103515245u + 12345u;
-        p[i] = (float)((seed >> 16) % 2001) / 1000.0f - 1.0f;
-    }
-}
-
 static void batched_matches_reference(int threads, int64_t batch, int64_t n) {
     const int64_t per = n * n;
     float *a = malloc(sizeof(float) * (size_t)(batch * per));
     float *c = malloc(sizeof(float) * (size_t)(batch * per));
     float *ref = malloc(sizeof(float) * (size_t)per);
-    fill(a, batch * per, (unsigned)(threads * 131 + batch));
+    tt_test_seed((uint64_t)(threads * 131 + batch));
+    tt_test_fill(a, batch * per, -1.0f, 1.0f);
     CHECK_OK(tt_set_num_threads(threads));
     CHECK_OK(tt_sgemm_strided_batched(0, 0, n, n, n, 1.0f, a, n, per, a, n, per, 0.0f, c, n, per,
                                       batch));

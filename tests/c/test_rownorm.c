@@ -16,21 +16,6 @@
 
 #include "tt_test.h"
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-
-static float frand(float lo, float hi) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (float)((rng_state >> 40) * (1.0 / 16777216.0));
-}
-
-static float *fill(int64_t n, float lo, float hi) {
-    float *p = (float *)malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; ++i) p[i] = frand(lo, hi);
-    return p;
-}
-
 static int close_to(double got, double want, double bound) {
     return !isnan(got) && fabs(got - want) <= bound;
 }
@@ -39,14 +24,14 @@ static int close_to(double got, double want, double bound) {
 
 static void check_layernorm(const char *label, int64_t rows, int64_t cols, int affine) {
     const int64_t n = rows * cols;
-    const float offset = frand(-4.0f, 4.0f), eps = 1e-5f;
-    float *x = fill(n, offset - 2.0f, offset + 2.0f);
-    float *gamma = affine ? fill(cols, 0.5f, 1.5f) : NULL;
-    float *beta = affine ? fill(cols, -1.0f, 1.0f) : NULL;
-    float *gy = fill(n, -1.0f, 1.0f);
-    float *y = fill(n, 0, 0), *gx = fill(n, 0, 0);
-    float *mean = fill(rows, 0, 0), *rstd = fill(rows, 0, 0);
-    float *dg = fill(cols, 9, 9), *db = fill(cols, 9, 9);
+    const float offset = tt_test_uniform(-4.0f, 4.0f), eps = 1e-5f;
+    float *x = tt_test_filled(n, offset - 2.0f, offset + 2.0f);
+    float *gamma = affine ? tt_test_filled(cols, 0.5f, 1.5f) : NULL;
+    float *beta = affine ? tt_test_filled(cols, -1.0f, 1.0f) : NULL;
+    float *gy = tt_test_filled(n, -1.0f, 1.0f);
+    float *y = tt_test_filled(n, 0, 0), *gx = tt_test_filled(n, 0, 0);
+    float *mean = tt_test_filled(rows, 0, 0), *rstd = tt_test_filled(rows, 0, 0);
+    float *dg = tt_test_filled(cols, 9, 9), *db = tt_test_filled(cols, 9, 9);
     double *xh = (double *)calloc((size_t)(n > 0 ? n : 1), sizeof(double));
     double *rdg = (double *)calloc((size_t)(cols > 0 ? cols : 1), sizeof(double));
     double *rdb = (double *)calloc((size_t)(cols > 0 ? cols : 1), sizeof(double));
@@ -113,7 +98,7 @@ static void check_layernorm(const char *label, int64_t rows, int64_t cols, int a
         }
     /* in place (y == x, grad_x == grad_y), no statistics wanted, column sums only */
     if (n > 0) {
-        float *x2 = fill(n, 0, 0), *g2 = fill(n, 0, 0), *dg2 = fill(cols, 0, 0);
+        float *x2 = tt_test_filled(n, 0, 0), *g2 = tt_test_filled(n, 0, 0), *dg2 = tt_test_filled(cols, 0, 0);
         memcpy(x2, x, (size_t)n * sizeof(float));
         CHECK_OK(tt_layernorm_forward(x2, gamma, beta, x2, NULL, NULL, rows, cols, eps));
         CHECK(memcmp(x2, y, (size_t)n * sizeof(float)) == 0);
@@ -141,8 +126,8 @@ static void check_layernorm(const char *label, int64_t rows, int64_t cols, int a
 
 static void check_softmax(const char *label, int64_t rows, int64_t cols, int is_log) {
     const int64_t n = rows * cols;
-    float *x = fill(n, -12.0f, 12.0f), *gy = fill(n, -1.0f, 1.0f);
-    float *y = fill(n, 0, 0), *gx = fill(n, 0, 0), *lse = fill(rows, 0, 0);
+    float *x = tt_test_filled(n, -12.0f, 12.0f), *gy = tt_test_filled(n, -1.0f, 1.0f);
+    float *y = tt_test_filled(n, 0, 0), *gx = tt_test_filled(n, 0, 0), *lse = tt_test_filled(rows, 0, 0);
     double *p = (double *)calloc((size_t)(n > 0 ? n : 1), sizeof(double));
     int bad = 0;
     CHECK_OK((is_log ? tt_log_softmax_forward : tt_softmax_forward)(x, y, lse, rows, cols));
@@ -188,7 +173,7 @@ static void check_softmax(const char *label, int64_t rows, int64_t cols, int is_
         }
     }
     if (n > 0) { /* in place, no lse */
-        float *x2 = fill(n, 0, 0);
+        float *x2 = tt_test_filled(n, 0, 0);
         memcpy(x2, x, (size_t)n * sizeof(float));
         CHECK_OK((is_log ? tt_log_softmax_forward : tt_softmax_forward)(x2, x2, NULL, rows, cols));
         CHECK(memcmp(x2, y, (size_t)n * sizeof(float)) == 0);
@@ -224,11 +209,11 @@ static void check_softmax_edges(void) {
 
 static void check_cross_entropy(const char *label, int64_t rows, int64_t cols) {
     const int64_t n = rows * cols, ignore = -100;
-    float *x = fill(n, -8.0f, 8.0f), *gl = fill(rows, 0.1f, 2.0f);
-    float *loss = fill(rows, 7, 7), *lse = fill(rows, 7, 7), *gx = fill(n, 7, 7);
+    float *x = tt_test_filled(n, -8.0f, 8.0f), *gl = tt_test_filled(rows, 0.1f, 2.0f);
+    float *loss = tt_test_filled(rows, 7, 7), *lse = tt_test_filled(rows, 7, 7), *gx = tt_test_filled(n, 7, 7);
     int64_t *t = (int64_t *)malloc((size_t)(rows > 0 ? rows : 1) * sizeof(int64_t));
     for (int64_t i = 0; i < rows; ++i)
-        t[i] = (cols == 0 || i % 5 == 3) ? ignore : (int64_t)(frand(0, 1) * cols) % cols;
+        t[i] = (cols == 0 || i % 5 == 3) ? ignore : (int64_t)(tt_test_uniform(0, 1) * cols) % cols;
     int bad = 0;
     CHECK_OK(tt_cross_entropy_forward(x, t, loss, lse, rows, cols, ignore));
     CHECK_OK(tt_cross_entropy_backward(x, t, lse, gl, gx, rows, cols, ignore));
@@ -252,7 +237,7 @@ static void check_cross_entropy(const char *label, int64_t rows, int64_t cols) {
         }
     }
     if (n > 0) { /* in place, no lse wanted */
-        float *x2 = fill(n, 0, 0), *l2 = fill(rows, 0, 0);
+        float *x2 = tt_test_filled(n, 0, 0), *l2 = tt_test_filled(rows, 0, 0);
         memcpy(x2, x, (size_t)n * sizeof(float));
         CHECK_OK(tt_cross_entropy_forward(x2, t, l2, NULL, rows, cols, ignore));
         CHECK(memcmp(l2, loss, (size_t)rows * sizeof(float)) == 0);
@@ -356,50 +341,38 @@ static void check_all(const char *label) {
     check_softmax_edges();
 }
 
-int main(void) {
-    check_bad_arguments();
-    const tt_isa original = tt_isa_active();
-    const int original_threads = tt_get_num_threads();
-    static const tt_isa isas[] = {TT_ISA_SCALAR, TT_ISA_AVX2, TT_ISA_AVX512, TT_ISA_NEON};
-    for (size_t i = 0; i < sizeof isas / sizeof isas[0]; ++i) {
-        if (!tt_isa_compiled(isas[i]) || !tt_isa_supported(isas[i])) {
-            printf("skip %s\n", tt_isa_name(isas[i]));
-            continue;
+/* Every row kernel under one ISA and thread count, and the path each call reports. */
+static void check_fast_path(tt_isa isa, int threads, const char *label) {
+    (void)threads;
+    check_all(label);
+    char want[64];
+    static const char *paths[] = {"layernorm_forward", "layernorm_backward",
+                                  "softmax_forward", "log_softmax_forward",
+                                  "softmax_backward", "log_softmax_backward",
+                                  "cross_entropy_forward", "cross_entropy_backward"};
+    for (int p = 0; p < 8; ++p) {
+        int64_t tg = 0;
+        float v = 1.0f, w = 1.0f, o = 0.0f, m = 0.0f, s = 0.0f;
+        switch (p) {
+            case 0: CHECK_OK(tt_layernorm_forward(&v, NULL, NULL, &o, &m, &s, 1, 1, 1e-5f)); break;
+            case 1: CHECK_OK(tt_layernorm_backward(&v, NULL, &m, &s, &w, &o, NULL, NULL, 1, 1)); break;
+            case 2: CHECK_OK(tt_softmax_forward(&v, &o, NULL, 1, 1)); break;
+            case 3: CHECK_OK(tt_log_softmax_forward(&v, &o, NULL, 1, 1)); break;
+            case 4: CHECK_OK(tt_softmax_backward(&v, &w, &o, 1, 1)); break;
+            case 5: CHECK_OK(tt_log_softmax_backward(&v, &w, &o, 1, 1)); break;
+            case 6: CHECK_OK(tt_cross_entropy_forward(&v, &tg, &o, &m, 1, 1, -100)); break;
+            default: CHECK_OK(tt_cross_entropy_backward(&v, &tg, &m, &w, &o, 1, 1, -100)); break;
         }
-        CHECK_OK(tt_set_isa(isas[i]));
-        const char *kernel = tt_isa_name(isas[i]);
-        for (int threads = 1; threads <= 2; ++threads) {
-            CHECK_OK(tt_set_num_threads(threads));
-            char label[64], want[64];
-            snprintf(label, sizeof label, "rownorm:%s/%dt", tt_isa_name(isas[i]), threads);
-            check_all(label);
-            static const char *paths[] = {"layernorm_forward", "layernorm_backward",
-                                          "softmax_forward", "log_softmax_forward",
-                                          "softmax_backward", "log_softmax_backward",
-                                          "cross_entropy_forward", "cross_entropy_backward"};
-            for (int p = 0; p < 8; ++p) {
-                int64_t tg = 0;
-                float v = 1.0f, w = 1.0f, o = 0.0f, m = 0.0f, s = 0.0f;
-                switch (p) {
-                    case 0: CHECK_OK(tt_layernorm_forward(&v, NULL, NULL, &o, &m, &s, 1, 1, 1e-5f)); break;
-                    case 1: CHECK_OK(tt_layernorm_backward(&v, NULL, &m, &s, &w, &o, NULL, NULL, 1, 1)); break;
-                    case 2: CHECK_OK(tt_softmax_forward(&v, &o, NULL, 1, 1)); break;
-                    case 3: CHECK_OK(tt_log_softmax_forward(&v, &o, NULL, 1, 1)); break;
-                    case 4: CHECK_OK(tt_softmax_backward(&v, &w, &o, 1, 1)); break;
-                    case 5: CHECK_OK(tt_log_softmax_backward(&v, &w, &o, 1, 1)); break;
-                    case 6: CHECK_OK(tt_cross_entropy_forward(&v, &tg, &o, &m, 1, 1, -100)); break;
-                    default: CHECK_OK(tt_cross_entropy_backward(&v, &tg, &m, &w, &o, 1, 1, -100)); break;
-                }
-                snprintf(want, sizeof want, "%s:%s", paths[p], kernel);
-                if (strcmp(tt_last_kernel_path(), want) != 0) {
-                    fprintf(stderr, "path %s, want %s\n", tt_last_kernel_path(), want);
-                    tt_test_failures++;
-                }
-            }
-            printf("%s ok\n", label);
+        snprintf(want, sizeof want, "%s:%s", paths[p], tt_isa_name(isa));
+        if (strcmp(tt_last_kernel_path(), want) != 0) {
+            fprintf(stderr, "path %s, want %s\n", tt_last_kernel_path(), want);
+            tt_test_failures++;
         }
     }
-    CHECK_OK(tt_set_isa(original));
-    CHECK_OK(tt_set_num_threads(original_threads));
+}
+
+int main(void) {
+    check_bad_arguments();
+    tt_test_each_isa_and_threads("rownorm", 2, check_fast_path);
     TT_TEST_MAIN_END;
 }

@@ -23,16 +23,6 @@
 
 #include "tt_test.h"
 
-static uint64_t rng_state = 12345;
-static float frand(void) {
-    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((rng_state >> 40) & 0xFFFFFF) / (float)0x1000000 * 2.0f - 1.0f;
-}
-static float *rand_buf(int64_t n) {
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; ++i) p[i] = frand();
-    return p;
-}
 /* ---- one run of every kernel family into a list of output buffers ---- */
 
 #define MAX_OUT 24
@@ -64,21 +54,21 @@ enum { NPARAM = 70000, VOCAB = 50, DIM = 48, NIDS = 3000, IMG_C = 3, IMG_H = 30 
 
 static inputs make_inputs(void) {
     inputs in;
-    in.a = rand_buf((int64_t)M * K * BATCH);
-    in.b = rand_buf((int64_t)K * N * BATCH);
-    in.x = rand_buf((int64_t)ROWS * COLS);
-    in.bias = rand_buf(COLS);
-    in.gy = rand_buf((int64_t)ROWS * COLS);
-    in.gamma = rand_buf(COLS);
-    in.q = rand_buf((int64_t)H * S * D);
-    in.k = rand_buf((int64_t)H * S * D);
-    in.v = rand_buf((int64_t)H * S * D);
-    in.go = rand_buf((int64_t)H * S * D);
-    in.params = rand_buf(NPARAM);
-    in.grads = rand_buf(NPARAM);
-    in.img = rand_buf((int64_t)2 * IMG_C * IMG_H * IMG_H);
+    in.a = tt_test_filled((int64_t)M * K * BATCH, -1, 1);
+    in.b = tt_test_filled((int64_t)K * N * BATCH, -1, 1);
+    in.x = tt_test_filled((int64_t)ROWS * COLS, -1, 1);
+    in.bias = tt_test_filled(COLS, -1, 1);
+    in.gy = tt_test_filled((int64_t)ROWS * COLS, -1, 1);
+    in.gamma = tt_test_filled(COLS, -1, 1);
+    in.q = tt_test_filled((int64_t)H * S * D, -1, 1);
+    in.k = tt_test_filled((int64_t)H * S * D, -1, 1);
+    in.v = tt_test_filled((int64_t)H * S * D, -1, 1);
+    in.go = tt_test_filled((int64_t)H * S * D, -1, 1);
+    in.params = tt_test_filled(NPARAM, -1, 1);
+    in.grads = tt_test_filled(NPARAM, -1, 1);
+    in.img = tt_test_filled((int64_t)2 * IMG_C * IMG_H * IMG_H, -1, 1);
     in.ids = malloc(NIDS * sizeof(int64_t));
-    for (int i = 0; i < NIDS; ++i) in.ids[i] = (int64_t)((frand() + 1.0f) * 0.5f * (VOCAB - 1));
+    for (int i = 0; i < NIDS; ++i) in.ids[i] = (int64_t)(tt_test_uniform(0.0f, 1.0f) * (VOCAB - 1));
     return in;
 }
 

@@ -14,23 +14,6 @@
 
 #include "tt_test.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-
-static float frand(float lo, float hi) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (float)((rng_state >> 40) * (1.0 / 16777216.0));
-}
-
-static float *fill(int64_t n, float lo, float hi) {
-    float *p = (float *)malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    for (int64_t i = 0; i < n; ++i) p[i] = frand(lo, hi);
-    return p;
-}
-
-/* ---------------------------------------------------------------- Adam */
-
 static void check_adam(int decoupled) {
     enum { T = 4 };
     const int64_t numel[T] = {0, 1, 37, 1031};
@@ -39,10 +22,10 @@ static void check_adam(int decoupled) {
     double *wp[T], *wm[T], *wv[T], *wmag[T];
     const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05;
     for (int t = 0; t < T; ++t) {
-        p[t] = fill(numel[t], -1, 1);
-        g[t] = fill(numel[t], -1, 1);
-        m[t] = fill(numel[t], -0.1f, 0.1f);
-        v[t] = fill(numel[t], 0, 0.01f);
+        p[t] = tt_test_filled(numel[t], -1, 1);
+        g[t] = tt_test_filled(numel[t], -1, 1);
+        m[t] = tt_test_filled(numel[t], -0.1f, 0.1f);
+        v[t] = tt_test_filled(numel[t], 0, 0.01f);
         wp[t] = malloc((size_t)(numel[t] + 1) * sizeof(double));
         wm[t] = malloc((size_t)(numel[t] + 1) * sizeof(double));
         wv[t] = malloc((size_t)(numel[t] + 1) * sizeof(double));
@@ -90,10 +73,10 @@ static void check_adam_refusals(void) {
 /* ---------------------------------------------------------------- embedding */
 
 static void check_embedding(int64_t vocab, int64_t dim, int64_t n) {
-    float *w = fill(vocab * dim, -1, 1), *out = fill(n * dim, 0, 0), *g = fill(n * dim, -1, 1);
-    float *gw = fill(vocab * dim, 5, 5), *want = calloc((size_t)(vocab * dim + 1), sizeof(float));
+    float *w = tt_test_filled(vocab * dim, -1, 1), *out = tt_test_filled(n * dim, 0, 0), *g = tt_test_filled(n * dim, -1, 1);
+    float *gw = tt_test_filled(vocab * dim, 5, 5), *want = calloc((size_t)(vocab * dim + 1), sizeof(float));
     int64_t *ids = malloc((size_t)(n + 1) * sizeof(int64_t));
-    for (int64_t i = 0; i < n; ++i) ids[i] = (int64_t)(frand(0, 1) * vocab) % vocab;
+    for (int64_t i = 0; i < n; ++i) ids[i] = (int64_t)(tt_test_uniform(0, 1) * vocab) % vocab;
     CHECK_OK(tt_embedding_forward(w, vocab, dim, ids, n, out));
     for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < dim; ++j) CHECK(out[i * dim + j] == w[ids[i] * dim + j]);
@@ -116,7 +99,7 @@ static void check_embedding_refusals(void) {
 /* ---------------------------------------------------------------- ReLU */
 
 static void check_relu(int64_t n) {
-    float *x = fill(n, -1, 1), *y = fill(n, 0, 0), *g = fill(n, -1, 1), *gx = fill(n, 0, 0);
+    float *x = tt_test_filled(n, -1, 1), *y = tt_test_filled(n, 0, 0), *g = tt_test_filled(n, -1, 1), *gx = tt_test_filled(n, 0, 0);
     if (n > 2) {
         x[0] = NAN;
         x[1] = 0.0f;
@@ -137,7 +120,7 @@ typedef struct { int64_t n, c, h, w, kh, kw, sh, sw, ph, pw; } geom;
 static void check_conv(geom s) {
     const int64_t oh = (s.h + 2 * s.ph - s.kh) / s.sh + 1, ow = (s.w + 2 * s.pw - s.kw) / s.sw + 1;
     const int64_t rows = s.c * s.kh * s.kw, cols_len = s.n * oh * ow, in = s.n * s.c * s.h * s.w;
-    float *x = fill(in, -1, 1), *cols = fill(rows * cols_len, 9, 9), *gx = fill(in, 9, 9);
+    float *x = tt_test_filled(in, -1, 1), *cols = tt_test_filled(rows * cols_len, 9, 9), *gx = tt_test_filled(in, 9, 9);
     double *want_gx = calloc((size_t)(in + 1), sizeof(double));
     CHECK_OK(tt_im2col(x, s.n, s.c, s.h, s.w, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw, cols));
     for (int64_t ch = 0; ch < s.c; ++ch)
@@ -164,7 +147,7 @@ static void check_conv(geom s) {
                 memcpy(cn + (ch * s.n + b) * s.h * s.w, x + (b * s.c + ch) * s.h * s.w,
                        (size_t)(s.h * s.w) * sizeof(float));
         const int64_t out = s.n * s.c * oh * ow;
-        float *y = fill(out, 0, 0), *g = fill(out, -1, 1), *gp = fill(in, 9, 9);
+        float *y = tt_test_filled(out, 0, 0), *g = tt_test_filled(out, -1, 1), *gp = tt_test_filled(in, 9, 9);
         int64_t *am = malloc((size_t)(out + 1) * sizeof(int64_t));
         double *want_gp = calloc((size_t)(in + 1), sizeof(double));
         CHECK_OK(tt_maxpool2d_forward(cn, s.n, s.c, s.h, s.w, s.h * s.w, s.n * s.h * s.w, s.kh, s.kw,
@@ -211,28 +194,30 @@ static void check_conv_refusals(void) {
                 TT_ERR_INVALID_ARGUMENT, "plane strides");
 }
 
+/* Convolution geometries: single pixel, odd sizes, strides, padding, batch 0. */
+static const geom shapes[] = {
+    {1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {2, 3, 7, 5, 3, 3, 1, 1, 1, 1}, {3, 2, 13, 11, 3, 2, 2, 3, 1, 0},
+    {1, 4, 5, 5, 5, 5, 1, 1, 0, 0}, {2, 1, 17, 19, 2, 2, 2, 2, 0, 0}, {1, 2, 4, 6, 3, 3, 3, 2, 1, 1},
+    {4, 8, 28, 28, 3, 3, 1, 1, 1, 1}, {0, 2, 5, 5, 3, 3, 1, 1, 1, 1},
+};
+
+/* Every training-step kernel under one ISA and thread count. */
+static void check_kernels(tt_isa isa, int threads, const char *label) {
+    (void)isa, (void)threads, (void)label;
+    check_adam(1);
+    check_adam(0);
+    check_embedding(65, 128, 4096);
+    check_embedding(5, 1, 7);
+    check_embedding(3, 33, 0);
+    check_relu(0);
+    check_relu(1);
+    check_relu(100003);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) check_conv(shapes[s]);
+}
+
 int main(void) {
-    static const geom shapes[] = {
-        {1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {2, 3, 7, 5, 3, 3, 1, 1, 1, 1}, {3, 2, 13, 11, 3, 2, 2, 3, 1, 0},
-        {1, 4, 5, 5, 5, 5, 1, 1, 0, 0}, {2, 1, 17, 19, 2, 2, 2, 2, 0, 0}, {1, 2, 4, 6, 3, 3, 3, 2, 1, 1},
-        {4, 8, 28, 28, 3, 3, 1, 1, 1, 1}, {0, 2, 5, 5, 3, 3, 1, 1, 1, 1},
-    };
-    for (int isa = TT_ISA_SCALAR; isa <= TT_ISA_NEON; ++isa) {
-        if (!tt_isa_compiled(isa) || !tt_isa_supported(isa)) continue;
-        CHECK_OK(tt_set_isa(isa));
-        for (int threads = 1; threads <= 2; ++threads) {
-            CHECK_OK(tt_set_num_threads(threads));
-            check_adam(1);
-            check_adam(0);
-            check_embedding(65, 128, 4096);
-            check_embedding(5, 1, 7);
-            check_embedding(3, 33, 0);
-            check_relu(0);
-            check_relu(1);
-            check_relu(100003);
-            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) check_conv(shapes[s]);
-        }
-    }
+    tt_test_seed(0x2545F4914F6CDD1Dull);
+    tt_test_each_isa_and_threads("train_ops", 2, check_kernels);
     check_adam_refusals();
     check_embedding_refusals();
     check_conv_refusals();

@@ -1,6 +1,7 @@
 """Shared fixtures of the native-runtime tests: the suite runs against a built package, so
 a missing library (or a disabled native path) is a failure here, never a skip; `threads`
-runs a test once on 1 and once on 2 kernel threads."""
+runs a test once on 1 and once on 2 kernel threads; `isa` runs it once under every ISA this
+build and CPU run (switched with tinytorch.native.set_isa, restored afterwards)."""
 import pytest
 
 import tinytorch
@@ -12,6 +13,19 @@ from tinytorch.core import acceleration as acc
 def runtime():
     assert native.available(), native.reason()
     assert acc.native_enabled(), "TINYTORCH_DISABLE_NATIVE is set: these tests need the native path"
+
+
+# The ISAs a kernel test runs under here: compiled into the library and supported by the CPU.
+USABLE_ISAS = [i for i in ("scalar", "avx2", "avx512", "neon")
+               if i in native.info()["isas_compiled"] and i in native.info()["isa_detected"]]
+
+
+@pytest.fixture(params=USABLE_ISAS)
+def isa(request):
+    before = native.isa()
+    native.set_isa(request.param)
+    yield request.param
+    native.set_isa(before)
 
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])

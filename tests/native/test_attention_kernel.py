@@ -17,16 +17,6 @@ from tinytorch.backends import cpu
 from tinytorch.core import acceleration as acc
 
 RNG = np.random.default_rng(7)
-ISAS = [i for i in ("scalar", "avx2", "avx512", "neon")
-        if i in native.info()["isas_compiled"] and i in native.info()["isa_detected"]]
-
-
-@pytest.fixture(params=ISAS)
-def isa(request):
-    before = native.isa()
-    native.set_isa(request.param)
-    yield request.param
-    native.set_isa(before)
 
 
 def naive(q, k, v, causal=0, scale=None):

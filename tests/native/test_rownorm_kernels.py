@@ -8,22 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from tinytorch import _native, native
+from tinytorch import _native
 from tinytorch.backends import cpu
 from tinytorch.core import acceleration as acc
 
 RNG = np.random.default_rng(11)
-ISAS = [i for i in ("scalar", "avx2", "avx512", "neon")
-        if i in native.info()["isas_compiled"] and i in native.info()["isa_detected"]]
 SHAPES = [(1, 1), (3, 7), (5, 17), (2, 3, 127), (67, 1000), (300, 300)]
-
-
-@pytest.fixture(params=ISAS)
-def isa(request):
-    before = native.isa()
-    native.set_isa(request.param)
-    yield request.param
-    native.set_isa(before)
 
 
 def kernel_name(isa):

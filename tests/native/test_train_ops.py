@@ -11,24 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from tinytorch import _native, native
+from tinytorch import _native
 from tinytorch.core import acceleration as acc
 from tinytorch.core.embeddings import Embedding
 from tinytorch.core.optimizers import Adam, AdamW
 from tinytorch.core.tensor import Tensor
 
 RNG = np.random.default_rng(2026)
-ISAS = [i for i in ("scalar", "avx2", "avx512", "neon")
-        if i in native.info()["isas_compiled"] and i in native.info()["isa_detected"]]
 SIZES = [0, 1, 7, 16, 97, 4099]
-
-
-@pytest.fixture(params=ISAS)
-def isa(request):
-    before = native.isa()
-    native.set_isa(request.param)
-    yield request.param
-    native.set_isa(before)
 
 
 def adam_reference(p, g, m, v, t, lr, b1, b2, eps, wd, decoupled):
