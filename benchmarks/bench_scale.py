@@ -233,7 +233,9 @@ def _rss_peak_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: kilobytes
 
 
-def _data(cfg: dict, batch: int, seq: int, seed: int):
+def token_batch(cfg: dict, batch: int, seq: int, seed: int):
+    """(inputs, targets): two int64 [batch, seq] arrays of random token ids below the
+    configuration's vocab_size, from ``seed`` (profile_gpt.py times the same batches)."""
     rng = np.random.default_rng(seed)
     shape = (batch, seq)
     return (rng.integers(0, cfg["vocab_size"], size=shape).astype(np.int64),
@@ -248,7 +250,9 @@ def _our_model(cfg: dict, weights: str):
     return model
 
 
-def _our_train_step(model, x, y, checkpointed: bool):
+def our_train_step(model, x, y, checkpointed: bool):
+    """A zero-argument training step of ``model`` on (x, y) with AdamW (activation
+    checkpointing per block when ``checkpointed``), as bench_scale and profile_gpt.py time it."""
     if checkpointed:  # imported only when asked: the extensions package is not needed otherwise
         from tinytorch.extensions.activation_checkpoint import checkpoint
     opt = AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
@@ -339,9 +343,9 @@ def _work(spec: dict) -> dict:
         else:
             model = _our_model(cfg, spec["weights"])
         if spec["kind"] == "train":
-            x, y = _data(cfg, spec["batch"], spec["seq"], seed=1)
+            x, y = token_batch(cfg, spec["batch"], spec["seq"], seed=1)
             step = (_torch_train_step(torch, model, x, y, spec["checkpoint"]) if torch is not None
-                    else _our_train_step(model, x, y, spec["checkpoint"]))
+                    else our_train_step(model, x, y, spec["checkpoint"]))
             if C.native.available():
                 C.native.reset_peak_memory()
             result["first_loss"] = step()  # the warm-up step: its loss is the parity check
@@ -352,7 +356,7 @@ def _work(spec: dict) -> dict:
                 times.append(time.perf_counter() - t0)
             result["step_s"] = times
         else:
-            prompt, _ = _data(cfg, 1, spec["prompt"], seed=2)
+            prompt, _ = token_batch(cfg, 1, spec["prompt"], seed=2)
             gen = ((lambda p, n: _torch_generate(torch, model, p, n)) if torch is not None
                    else (lambda p, n: _our_generate(model, p, n)))
             gen(prompt[:, :8], 4)  # warm-up: first-call costs are not decoding

@@ -51,7 +51,7 @@ def gpt2_small_parts():
     """GPT-2 small as bench_scale.py builds it: (our model, x, y)."""
     import bench_scale
     cfg = bench_scale.SIZES["gpt2-small"]
-    x, y = bench_scale._data(cfg, GPT2_BATCH, GPT2_SEQ, seed=1)
+    x, y = bench_scale.token_batch(cfg, GPT2_BATCH, GPT2_SEQ, seed=1)
     tt_random.manual_seed(0)
     return bench_gpt.GPT(**cfg, tie_weights=True), x, y
 
@@ -156,7 +156,7 @@ def main():
         if gpt2:
             import bench_scale
             model, x, y = gpt2_small_parts()
-            step = bench_scale._our_train_step(model, x, y, checkpointed=False)
+            step = bench_scale.our_train_step(model, x, y, checkpointed=False)
             now = profile_step(step, 1, steps)
             del step
             phases = gpt2_phases(model, x, y, steps, args.torch)

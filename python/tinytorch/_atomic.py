@@ -69,10 +69,16 @@ def replacing(path, text: bool = False, mode=None, encoding: str = "utf-8", newl
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_folder(folder)
+    fsync_folder(folder)
 
 
-def _fsync_folder(folder: str) -> None:
+def fsync_folder(folder: str) -> None:
+    """Flush ``folder``'s entry list to disk (after a rename into it, so the new name survives
+    a power loss); a platform without directory descriptors, or a failing fsync, is skipped.
+
+    Args:
+        folder: the directory that received the file.
+    """
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:  # a platform without directory descriptors

@@ -37,7 +37,7 @@ from .core.activations import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Ta
 from .core.attention import MultiHeadAttention
 from .core.embeddings import Embedding, PositionalEmbedding
 from .core.layers import Dropout, Flatten, Identity, Linear, Sequential
-from .core.spatial import AvgPool2d, Conv2d, MaxPool2d, _pair
+from .core.spatial import AvgPool2d, Conv2d, MaxPool2d, as_pair
 from .core.transformers import GPT, MLP, LayerNorm, TiedLMHead, TransformerBlock
 
 __all__ = ["UnsupportedLayerError", "Graph", "emit", "EMITTERS"]
@@ -126,9 +126,9 @@ def _conv2d(g, m, x, where):
 
 def _pool(op_type, **extra):
     def fn(g, m, x, where):
-        k = _pair(m.kernel_size, "kernel_size")
-        s = k if m.stride is None else _pair(m.stride, "stride")
-        (ph, pw) = _pair(m.padding, "padding")
+        k = as_pair(m.kernel_size, "kernel_size")
+        s = k if m.stride is None else as_pair(m.stride, "stride")
+        (ph, pw) = as_pair(m.padding, "padding")
         return g.op(op_type, [x], "pool", kernel_shape=list(k), strides=list(s), pads=[ph, pw, ph, pw], **extra)
     return fn
 

@@ -31,7 +31,7 @@ import secrets
 
 import numpy as np
 
-from ._atomic import _fsync_folder, replacing, write_file
+from ._atomic import fsync_folder, replacing, write_file
 from ._export_layers import UnsupportedLayerError
 
 __all__ = ["to_onnx", "OPSET", "IR_VERSION", "EXTERNAL_DATA_THRESHOLD_BYTES", "UnsupportedLayerError"]
@@ -120,7 +120,7 @@ def to_onnx(model, example_input, path, dynamic_batch: bool = True, dynamic_sequ
             write_file(staged, proto.SerializeToString())
             onnx.checker.check_model(staged)
             os.replace(staged, path)
-            _fsync_folder(folder)
+            fsync_folder(folder)
         except BaseException:
             for leftover in (staged, os.path.join(folder, location)):
                 with contextlib.suppress(OSError):

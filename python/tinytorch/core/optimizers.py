@@ -58,7 +58,15 @@ DEFAULT_EPS = 1e-8                 # Adam's term added to sqrt(v_hat)
 DEFAULT_WEIGHT_DECAY_ADAMW = 0.01  # AdamW's decoupled decay
 
 
-def _param_list(params, who):
+def param_list(params, who):
+    """The parameters an optimizer (or ``clip_grad_norm_``) was given, as a list of Tensors:
+    a model's ``parameters()``, a single Tensor, or an iterable; TypeError for a non-Tensor,
+    ValueError for a parameter listed twice (it would be updated twice per step).
+
+    Args:
+        params: a model, a Tensor or an iterable of Tensors.
+        who: the caller's name, for the messages.
+    """
     if hasattr(params, "parameters") and callable(params.parameters):
         params = params.parameters()
     if isinstance(params, Tensor):
@@ -108,7 +116,7 @@ class Optimizer:
 
     def __init__(self, params, lr: float):
         self.lr = _check_hyper(type(self).__name__, "lr (the learning rate)", lr)
-        self.params = _param_list(params, type(self).__name__)
+        self.params = param_list(params, type(self).__name__)
         for p in self.params:
             try:
                 p.grad
@@ -480,7 +488,7 @@ def clip_grad_norm_(params, max_norm: float, norm_type: float = 2.0) -> float:
         norm_type: the p of the p-norm over all gradients together (2 by default;
             ``float("inf")`` for the max-abs norm).
     """
-    params = _param_list(params, "clip_grad_norm_")
+    params = param_list(params, "clip_grad_norm_")
     if not max_norm >= 0:  # NaN too
         raise ValueError(f"clip_grad_norm_: max_norm must be nonnegative, got {max_norm}")
     for p in params:

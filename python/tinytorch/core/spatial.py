@@ -43,7 +43,14 @@ DEFAULT_STRIDE = 1
 DEFAULT_PADDING = 0
 
 
-def _pair(v, name):
+def as_pair(v, name):
+    """(int, int) of a size argument given as an int or a pair (kernel_size, stride, padding);
+    ValueError naming ``name`` for a sequence that is not two long.
+
+    Args:
+        v: an int, or a tuple / list of two ints.
+        name: the argument's name, for the message.
+    """
     if isinstance(v, (tuple, list)):
         if len(v) != 2:
             raise ValueError(f"{name} must be an int or a pair, got {v}")
@@ -168,7 +175,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0):
     Returns (N, OC, OH, OW) with OH = (H + 2 ph - KH) // sh + 1 (and likewise OW).
     """
     x = _check_nchw(x, "conv2d")
-    return Conv2dFunction.apply(x, weight, bias, _pair(stride, "stride"), _pair(padding, "padding"))
+    return Conv2dFunction.apply(x, weight, bias, as_pair(stride, "stride"), as_pair(padding, "padding"))
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0):
@@ -182,9 +189,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0):
         padding: -inf padding, int or pair, at most half the kernel.
     """
     x = _check_nchw(x, "max_pool2d")
-    k = _pair(kernel_size, "kernel_size")
-    s = k if stride is None else _pair(stride, "stride")
-    p = _pair(padding, "padding")
+    k = as_pair(kernel_size, "kernel_size")
+    s = k if stride is None else as_pair(stride, "stride")
+    p = as_pair(padding, "padding")
     if p[0] > k[0] // 2 or p[1] > k[1] // 2:
         raise ValueError(f"max_pool2d: padding {p} must be at most half the kernel {k}")
     return MaxPool2dFunction.apply(x, k, s, p)
@@ -201,9 +208,9 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
         padding: zero padding, int or pair, at most half the kernel.
     """
     x = _check_nchw(x, "avg_pool2d")
-    k = _pair(kernel_size, "kernel_size")
-    s = k if stride is None else _pair(stride, "stride")
-    p = _pair(padding, "padding")
+    k = as_pair(kernel_size, "kernel_size")
+    s = k if stride is None else as_pair(stride, "stride")
+    p = as_pair(padding, "padding")
     if p[0] > k[0] // 2 or p[1] > k[1] // 2:
         raise ValueError(f"avg_pool2d: padding {p} must be at most half the kernel {k}")
     return AvgPool2dFunction.apply(x, k, s, p)
@@ -227,12 +234,12 @@ class Conv2d(Layer):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=DEFAULT_STRIDE,
                  padding=DEFAULT_PADDING, bias: bool = True, dtype=np.float32):
-        kh, kw = _pair(kernel_size, "kernel_size")
+        kh, kw = as_pair(kernel_size, "kernel_size")
         if min(in_channels, out_channels, kh, kw) <= 0:
             raise ValueError(f"Conv2d: channels and kernel must be positive, got "
                              f"({in_channels}, {out_channels}, {kernel_size})")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size, self.stride, self.padding = (kh, kw), _pair(stride, "stride"), _pair(padding, "padding")
+        self.kernel_size, self.stride, self.padding = (kh, kw), as_pair(stride, "stride"), as_pair(padding, "padding")
         if min(self.stride) <= 0 or min(self.padding) < 0:
             raise ValueError(f"Conv2d: stride must be positive and padding >= 0, got {stride}, {padding}")
         bound = 1.0 / math.sqrt(in_channels * kh * kw)

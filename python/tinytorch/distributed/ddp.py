@@ -58,7 +58,7 @@ class DistributedDataParallel:
         self._sync = True
         named = list(model.named_parameters())
         mine = [(n, tuple(p.data.shape), str(p.data.dtype), bool(p.requires_grad)) for n, p in named]
-        ref = _pg._bcast_obj(mine)
+        ref = _pg.broadcast_object(mine)
         bad = _pg.all_gather(np.array([ref != mine], dtype=np.int8)).ravel()  # every rank learns of it
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
@@ -72,7 +72,7 @@ class DistributedDataParallel:
             _pg.broadcast(p.data)
         self._trainable = [p for _, p in named if p.requires_grad]
         self.buckets = self._make_buckets()
-        _pg._check_same("DistributedDataParallel: the gradient bucket layout",
+        _pg.check_same("DistributedDataParallel: the gradient bucket layout",
                         [(len(b), sum(p.data.size for p in b), str(b[0].data.dtype)) for b in self.buckets])
         self._bucket_of = {id(p): i for i, b in enumerate(self.buckets) for p in b}
         self._reset_pass()
@@ -138,7 +138,7 @@ class DistributedDataParallel:
         return flat
 
     def _start(self, i: int) -> None:
-        req = _pg._iall_reduce_sum(self._pack(i))
+        req = _pg.iall_reduce_sum(self._pack(i))
         if req is not None:
             self._requests.append(req)
 

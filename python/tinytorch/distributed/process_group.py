@@ -4,7 +4,8 @@ What this file owns: ``available``, ``init`` / ``is_initialized`` / ``finalize``
 ``world_size``, ``local_rank``, ``barrier`` and the collectives ``all_reduce``, ``broadcast``,
 ``all_gather``, ``reduce_scatter`` (in place or into a given array, zero-copy through the
 buffer protocol; a Tensor's ``.data`` is used), plus the helpers the rest of the package uses
-(``_comm``, ``_bcast_obj``, ``_check_same``: the once-per-plan layout check).
+(``broadcast_object``, ``check_same``: the once-per-plan layout check, ``iall_reduce_sum``:
+the non-blocking sum ddp.py overlaps with backward; ``_comm`` stays this file's own).
 
 What it assumes: mpi4py is imported lazily (``import tinytorch`` never loads MPI); without
 mpi4py, and not started by a launcher, this process is world size 1 and every collective is
@@ -192,7 +193,12 @@ def all_gather(x) -> np.ndarray:
     return out
 
 
-def _bcast_obj(obj):
+def broadcast_object(obj):
+    """Rank 0's ``obj`` on every rank (pickled by MPI); ``obj`` itself at world size 1.
+
+    Args:
+        obj: any picklable object (only rank 0's is used).
+    """
     c = _comm()
     return obj if c is None or c.Get_size() == 1 else c.bcast(obj, root=0)
 
@@ -229,7 +235,7 @@ def reduce_scatter(x, out=None, op: str = "sum"):
     return res if out is None else out
 
 
-def _check_same(what: str, layout) -> None:
+def check_same(what: str, layout) -> None:
     """Every rank must pass an equal ``layout`` (any repr-able plan: bucket sizes, dtypes);
     one all_gather of a 64-bit hash per plan, so a mismatch is an error naming the ranks,
     not a deadlock or wrong sums in a later collective."""
@@ -245,7 +251,7 @@ def _check_same(what: str, layout) -> None:
                            "every rank must build the same model with the same options")
 
 
-def _iall_reduce_sum(arr: np.ndarray):
+def iall_reduce_sum(arr: np.ndarray):
     """Start a non-blocking in-place sum all-reduce of ``arr``; returns the MPI request
     (None when there is nothing to do: world size 1)."""
     c = _comm()

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..core import acceleration as _acc
 from ..core.autograd import bump_version
-from ..core.optimizers import Adam, _param_list
+from ..core.optimizers import Adam, param_list
 from . import process_group as _pg
 
 __all__ = ["ZeroRedundancyOptimizer"]
@@ -69,7 +69,7 @@ class ZeroRedundancyOptimizer:
         if not (isinstance(optimizer_class, type) and issubclass(optimizer_class, Adam)):
             raise TypeError("ZeroRedundancyOptimizer: optimizer_class must be Adam or AdamW (the sharded step "
                             f"is Adam's rule), got {optimizer_class!r}")
-        self.params = _param_list(params, "ZeroRedundancyOptimizer")
+        self.params = param_list(params, "ZeroRedundancyOptimizer")
         rule = optimizer_class(self.params, **defaults)  # validates the hyper-parameters
         self.optimizer_class = optimizer_class
         self.hyper_names = rule.hyper_names
@@ -95,7 +95,7 @@ class ZeroRedundancyOptimizer:
                 off += p.data.size
             self.groups.append(_Group(dtype, members, self.world, self.rank))
         self._steps = [0] * len(self.params)
-        _pg._check_same("ZeroRedundancyOptimizer: the shard plan",
+        _pg.check_same("ZeroRedundancyOptimizer: the shard plan",
                         [(str(g.dtype), [(i, p.data.size) for i, p, _ in g.members]) for g in self.groups])
 
     # ------------------------------------------------------------------ memory
