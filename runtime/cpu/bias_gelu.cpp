@@ -24,6 +24,7 @@
 #include "core/isa.h"
 #include "core/parallel.h"
 #include "cpu/bias_gelu_kernels.h"
+#include "cpu/row_checks.h"
 
 namespace tt {
 
@@ -77,26 +78,13 @@ const GeluRowKernels kGeluScalar = {"bias_gelu_forward:scalar", "bias_gelu_backw
 /* Checks                                                                   */
 /* ------------------------------------------------------------------------ */
 
-namespace {
-
-/* [a, a + na) and [b, b + nb) share a float (lengths are checked sizes). */
-bool ranges_overlap(const float *a, int64_t na, const float *b, int64_t nb) {
-    const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-    return pa < pb + (uintptr_t)nb * sizeof(float) && pb < pa + (uintptr_t)na * sizeof(float);
-}
-
-}  // namespace
-
 tt_status bias_gelu_check(const char *fn, const GeluBuffers &b, int64_t rows, int64_t cols) {
     const char *out_name = b.backward ? "grad_x" : "y";
-    if (rows < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: rows=%lld is negative", fn, (long long)rows);
-    if (cols < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: cols=%lld is negative", fn, (long long)cols);
-    int64_t n = 0, bytes = 0;
-    if (mul_overflows(rows, cols, &n) || mul_overflows(n, (int64_t)sizeof(float), &bytes))
-        return fail(TT_ERR_OVERFLOW, "%s: rows=%lld x cols=%lld floats overflow int64 bytes", fn,
-                    (long long)rows, (long long)cols);
+    int64_t n = 0;
+    const tt_status sizes = check_rows_cols(fn, rows, cols, &n);
+    if (sizes != TT_OK) return sizes;
     /* grad_bias is written (zeroed) even when rows == 0, so it must not overlap bias then. */
-    if (b.grad_bias && b.bias && cols > 0 && ranges_overlap(b.grad_bias, cols, b.bias, cols))
+    if (b.grad_bias && b.bias && cols > 0 && float_ranges_overlap(b.grad_bias, cols, b.bias, cols))
         return fail(TT_ERR_INVALID_ARGUMENT, "%s: grad_bias overlaps bias", fn);
     if (n == 0) return TT_OK;
     if (b.x == nullptr)
@@ -109,20 +97,20 @@ tt_status bias_gelu_check(const char *fn, const GeluBuffers &b, int64_t rows, in
         return fail(TT_ERR_NULL_POINTER, "%s: grad_y is NULL but rows x cols = %lld x %lld", fn,
                     (long long)rows, (long long)cols);
     /* The output may alias an input it reads element by element, nothing else. */
-    if (b.backward && b.out != b.grad_y && ranges_overlap(b.out, n, b.grad_y, n))
+    if (b.backward && b.out != b.grad_y && float_ranges_overlap(b.out, n, b.grad_y, n))
         return fail(TT_ERR_INVALID_ARGUMENT, "%s: grad_x partly overlaps grad_y (it may only equal it)",
                     fn);
-    if (b.out != b.x && ranges_overlap(b.out, n, b.x, n))
+    if (b.out != b.x && float_ranges_overlap(b.out, n, b.x, n))
         return fail(TT_ERR_INVALID_ARGUMENT, "%s: %s partly overlaps x (it may only equal it)", fn,
                     out_name);
-    if (b.bias && ranges_overlap(b.out, n, b.bias, cols))
+    if (b.bias && float_ranges_overlap(b.out, n, b.bias, cols))
         return fail(TT_ERR_INVALID_ARGUMENT, "%s: %s overlaps bias (later rows still read bias)", fn,
                     out_name);
     if (b.grad_bias) {
         const struct { const float *p; int64_t len; const char *name; } others[] = {
             {b.x, n, "x"}, {b.bias, cols, "bias"}, {b.grad_y, n, "grad_y"}, {b.out, n, "grad_x"}};
         for (const auto &o : others)
-            if (o.p && ranges_overlap(b.grad_bias, cols, o.p, o.len))
+            if (o.p && float_ranges_overlap(b.grad_bias, cols, o.p, o.len))
                 return fail(TT_ERR_INVALID_ARGUMENT, "%s: grad_bias overlaps %s", fn, o.name);
     }
     return TT_OK;

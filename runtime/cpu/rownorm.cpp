@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "core/isa.h"
 #include "core/parallel.h"
+#include "cpu/row_checks.h"
 #include "cpu/rownorm_kernels.h"
 
 namespace tt {
@@ -130,12 +131,6 @@ const RowNormKernels kRowNormScalar = {"scalar",
 
 namespace {
 
-bool overlap(const void *a, int64_t na, const void *b, int64_t nb) {
-    if (a == nullptr || b == nullptr || na <= 0 || nb <= 0) return false;
-    const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-    return pa < pb + (uintptr_t)nb * sizeof(float) && pb < pa + (uintptr_t)na * sizeof(float);
-}
-
 /* A buffer of the call: its name, address, length in floats, and whether it is written. */
 struct Buf {
     const char *name;
@@ -145,16 +140,6 @@ struct Buf {
     bool required;   /* must be non-NULL when len > 0 */
     const void *may_equal[2]; /* inputs an output may equal exactly (element by element) */
 };
-
-tt_status check_sizes(const char *fn, int64_t rows, int64_t cols) {
-    if (rows < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: rows=%lld is negative", fn, (long long)rows);
-    if (cols < 0) return fail(TT_ERR_INVALID_ARGUMENT, "%s: cols=%lld is negative", fn, (long long)cols);
-    int64_t n = 0, bytes = 0;
-    if (mul_overflows(rows, cols, &n) || mul_overflows(n, (int64_t)sizeof(float), &bytes))
-        return fail(TT_ERR_OVERFLOW, "%s: rows=%lld x cols=%lld floats overflow int64 bytes", fn,
-                    (long long)rows, (long long)cols);
-    return TT_OK;
-}
 
 /* NULL checks of required buffers, then: no output overlaps any other buffer, except
  * that it may equal exactly one of its listed inputs. */
@@ -166,7 +151,8 @@ tt_status check_buffers(const char *fn, const Buf *bufs, int count, int64_t rows
     for (int i = 0; i < count; ++i) {
         if (!bufs[i].out) continue;
         for (int k = 0; k < count; ++k) {
-            if (k == i || !overlap(bufs[i].p, bufs[i].len, bufs[k].p, bufs[k].len)) continue;
+            if (k == i || !float_ranges_overlap(bufs[i].p, bufs[i].len, bufs[k].p, bufs[k].len))
+                continue;
             const bool allowed = !bufs[k].out && bufs[i].p == bufs[k].p &&
                                  bufs[i].len == bufs[k].len &&
                                  (bufs[i].may_equal[0] == bufs[k].p || bufs[i].may_equal[1] == bufs[k].p);
@@ -203,7 +189,7 @@ void report(const char *what, const RowNormKernels &k) {
 
 tt_status softmax_forward(const char *fn, bool log, const float *x, float *y, float *lse,
                           int64_t rows, int64_t cols) {
-    tt_status st = check_sizes(fn, rows, cols);
+    tt_status st = check_rows_cols(fn, rows, cols);
     if (st != TT_OK) return st;
     const int64_t n = rows * cols;
     const Buf bufs[] = {{"x", x, n, false, true, {nullptr, nullptr}},
@@ -232,7 +218,7 @@ tt_status softmax_forward(const char *fn, bool log, const float *x, float *y, fl
 
 tt_status softmax_backward(const char *fn, bool log, const float *y, const float *grad_y,
                            float *grad_x, int64_t rows, int64_t cols) {
-    tt_status st = check_sizes(fn, rows, cols);
+    tt_status st = check_rows_cols(fn, rows, cols);
     if (st != TT_OK) return st;
     const int64_t n = rows * cols;
     const Buf bufs[] = {{"y", y, n, false, true, {nullptr, nullptr}},
@@ -263,7 +249,7 @@ extern "C" TT_API tt_status tt_layernorm_forward(const float *x, const float *ga
                                                  float *rstd, int64_t rows, int64_t cols,
                                                  float eps) {
     static const char *kFn = "tt_layernorm_forward";
-    tt_status st = tt::check_sizes(kFn, rows, cols);
+    tt_status st = tt::check_rows_cols(kFn, rows, cols);
     if (st != TT_OK) return st;
     if (!(eps >= 0.0f) || !std::isfinite(eps))
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: eps=%g must be finite and >= 0", kFn, (double)eps);
@@ -305,7 +291,7 @@ extern "C" TT_API tt_status tt_layernorm_backward(const float *x, const float *g
                                                   float *grad_gamma, float *grad_beta,
                                                   int64_t rows, int64_t cols) {
     static const char *kFn = "tt_layernorm_backward";
-    tt_status st = tt::check_sizes(kFn, rows, cols);
+    tt_status st = tt::check_rows_cols(kFn, rows, cols);
     if (st != TT_OK) return st;
     const int64_t n = rows * cols;
     const tt::Buf bufs[] = {{"x", x, n, false, true, {nullptr, nullptr}},
@@ -408,9 +394,9 @@ namespace tt {
 namespace {
 
 /* The sizes, and the target buffer's length in floats (int64: two per entry), before any
- * buffer is described: rows = 2^62 with cols = 0 passes check_sizes, 2 * rows does not. */
+ * buffer is described: rows = 2^62 with cols = 0 passes check_rows_cols, 2 * rows does not. */
 tt_status cross_entropy_sizes(const char *fn, int64_t rows, int64_t cols, int64_t *target_floats) {
-    tt_status st = check_sizes(fn, rows, cols);
+    tt_status st = check_rows_cols(fn, rows, cols);
     if (st != TT_OK) return st;
     if (mul_overflows(rows, 2, target_floats))
         return fail(TT_ERR_OVERFLOW, "%s: rows=%lld int64 targets overflow", fn, (long long)rows);
