@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import shutil
 import subprocess
 
 import warnings
@@ -38,6 +37,7 @@ import numpy as np
 import _common as C
 
 from tinytorch.backends import cpu as cpu_backend  # noqa: E402
+from tinytorch.backends.fusion.executors import compiler_on_path  # noqa: E402
 from tinytorch.core import acceleration  # noqa: E402
 
 torch = C.optional_torch()
@@ -50,7 +50,7 @@ ROWS = [1, 16, 64, 256]
 
 def int8_peaks(max_threads: int) -> dict:
     """{(kind, threads): GOP/s} from int8_peak.c ({} where it cannot be built or run)."""
-    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    cc = compiler_on_path()  # the package's one C-compiler search ($CC, cc, gcc, clang)
     if cc is None:
         return {}
     exe = os.path.join(C.SCRATCH, "int8_peak")

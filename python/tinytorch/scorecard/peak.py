@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,16 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backends.fusion.executors import compiler_on_path  # the package's one C-compiler search
 from ..measure import Threads, measure_rounds
 
 __all__ = ["PEAK_SOURCE", "fma_peaks", "merge_peaks", "fma_ceiling", "percent_of_peak", "copy_bandwidth",
            "Ceilings", "measure_ceilings"]
 
 PEAK_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peak.c")
-
-
-def _compiler():
-    return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
 
 
 def fma_peaks(max_threads: int, seconds: float = 0.25, trials: int = 3) -> dict:
@@ -45,7 +41,7 @@ def fma_peaks(max_threads: int, seconds: float = 0.25, trials: int = 3) -> dict:
         seconds: the timed window of one trial.
         trials: trials per configuration (the best is kept).
     """
-    cc = _compiler()
+    cc = compiler_on_path()
     if cc is None or platform.machine() not in ("x86_64", "AMD64"):
         return {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -194,7 +190,7 @@ def measure_ceilings(max_threads: int, quick: bool = True) -> Ceilings:
     peaks = fma_peaks(max_threads, seconds=0.1, trials=2) if quick else fma_peaks(max_threads)
     reason = ""
     if not peaks:
-        reason = ("no C compiler to build peak.c" if _compiler() is None else
+        reason = ("no C compiler to build peak.c" if compiler_on_path() is None else
                   f"peak.c runs on x86-64 only (this is {platform.machine()})"
                   if platform.machine() not in ("x86_64", "AMD64") else "peak.c did not build or run")
     with Threads(1):
