@@ -49,6 +49,7 @@ from tinytorch.extensions import (flash_attention, has_cuda_support, has_mps_sup
                                   has_triton_support, last_path, simd_fused_bias_gelu, simd_matmul)
 from tinytorch.perf.benchmarking import benchmark  # noqa: E402
 from tinytorch.perf.profiling import Profiler  # noqa: E402
+from tinytorch.scorecard.gemm import python_loop_matmul  # noqa: E402
 
 
 def row(section, kernel, size, seconds, rate, error, path):
@@ -76,19 +77,6 @@ def max_error(got, ref):
 
 
 # -------------------------------------------------------------------------------------- GEMM
-def python_loop_matmul(a, b):
-    """C = A @ B by an interpreted ikj triple loop over Python lists."""
-    n, k, m = len(a), len(b), len(b[0])
-    c = [[0.0] * m for _ in range(n)]
-    for i in range(n):
-        ai, ci = a[i], c[i]
-        for p in range(k):
-            aip, bp = ai[p], b[p]
-            for j in range(m):
-                ci[j] += aip * bp[j]
-    return c
-
-
 def gemm_ladder(quick, rng):
     """The GEMM rows: each rung at a size it finishes in well under a second."""
     rows, section = [], "GEMM ladder"

@@ -7,7 +7,8 @@ Each rung runs at a size it finishes in seconds; GFLOP/s = 2 N^3 / median time
 (measure.measure_rounds), and the speedup of a rung is its GFLOP/s over the Python loop's,
 as in the guide's table. A guide row is reproduced when this machine's speedup is at least
 0.8x the guide's (faster counts as reproduced). Without the runtime the C rungs say why.
-benchmarks/bench_gemm.py calls ``sgemm_into``, ``python_loop_gflops`` and ``ladder``.
+benchmarks/bench_gemm.py calls ``sgemm_into``, ``python_loop_gflops`` and ``ladder``; milestone 07
+runs ``python_loop_matmul``.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numpy as np
 from ..measure import Threads, blas_threads_limited, measure_rounds
 from .results import SectionResult
 
-__all__ = ["sgemm_into", "python_loop_gflops", "ladder", "run", "GUIDE_ROWS"]
+__all__ = ["sgemm_into", "python_loop_matmul", "python_loop_gflops", "ladder", "run", "GUIDE_ROWS"]
 
 # rung -> (the guide's label, time text, GFLOP/s, speedup): Apple M5 Max, N = 1024
 GUIDE_ROWS = {
@@ -48,8 +49,30 @@ def sgemm_into(lib, a, b, c, kernel="tt_sgemm"):
     return lambda: check(fn(0, 0, n, m, k, 1.0, pa, k, pb, m, 0.0, pc, m), kernel)
 
 
+def python_loop_matmul(a: list, b: list) -> list:
+    """C = A @ B by an interpreted ikj triple loop over Python lists: the ladder's first rung
+    (milestone 07 runs the same function).
+
+    Args:
+        a: [n][k] nested lists of numbers.
+        b: [k][m] nested lists of numbers.
+
+    Returns:
+        [n][m] nested lists of floats.
+    """
+    n, k, m = len(a), len(b), len(b[0]) if b else 0
+    c = [[0.0] * m for _ in range(n)]
+    for i in range(n):
+        ai, ci = a[i], c[i]
+        for p in range(k):
+            aip, bp = ai[p], b[p]
+            for j in range(m):
+                ci[j] += aip * bp[j]
+    return c
+
+
 def python_loop_gflops(n: int) -> float:
-    """GFLOP/s of an interpreted ikj triple loop over Python lists at N = n.
+    """GFLOP/s of ``python_loop_matmul`` at N = n.
 
     Args:
         n: the square size.
@@ -58,13 +81,7 @@ def python_loop_gflops(n: int) -> float:
     a = rng.standard_normal((n, n)).tolist()
     b = rng.standard_normal((n, n)).tolist()
     t0 = time.perf_counter()
-    c = [[0.0] * n for _ in range(n)]
-    for i in range(n):
-        ai, ci = a[i], c[i]
-        for k in range(n):
-            aik, bk = ai[k], b[k]
-            for j in range(n):
-                ci[j] += aik * bk[j]
+    python_loop_matmul(a, b)
     return 2.0 * n ** 3 / (time.perf_counter() - t0) / 1e9
 
 
