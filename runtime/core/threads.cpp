@@ -160,15 +160,17 @@ constexpr int64_t kCallerSpinUs = 20;
  * chunks is a stall: a worker lost its core mid-chunk (on a quiet machine the wait is at
  * most about one chunk). */
 constexpr int64_t kStallMinUs = 150;
-/* Back-off after a stall: calls run on the caller alone for a while, so a lasting load
- * costs about one stall per second instead of one per few dozen calls. The window is
- * at least 16 times the wait just suffered (a hypervisor blip of 200 us buys 3 ms alone,
- * a lost scheduler slice of 4 ms buys 64 ms) and doubles while stalls repeat, up to 1 s;
- * each clean parallel call shrinks the remembered window by 1/256, so a load that lasts
- * keeps it long and one that has passed lets it fade within a few hundred calls.
- * (1/16 let a lasting load's window fall back to the minimum between stalls: a stall
- * every ~60 calls, a p99 of a lost slice.) TINYTORCH_THREAD_BACKOFF=0 turns it off. */
-constexpr int64_t kBackoffMinUs = 1000, kBackoffMaxUs = 1000000, kBackoffPerWait = 16;
+/* Back-off after a stall: calls run on the caller alone for a while. The window is at
+ * least twice the wait just suffered (on two threads, running alone forgoes about the
+ * call's own length per call, so the window forgoes about what the stall cost: the
+ * ski-rental rule) and doubles while stalls repeat, up to 1 s; each clean parallel call
+ * shrinks the remembered window by 1/256. So stalls closer than ~180 parallel calls apart
+ * (a lasting load: about one per 60 calls on a 2-core machine with one busy core) grow it
+ * to a second and cost about one stall a second, while rare ones (a hypervisor blip, a
+ * worker's first cold chunk) cost one short window each. (A fixed 20 ms window fading by
+ * 1/16 let a lasting load fall back to the minimum between stalls; 16 times the wait let
+ * one cold start run a warm loop alone for 200 ms.) TINYTORCH_THREAD_BACKOFF=0 turns it off. */
+constexpr int64_t kBackoffMinUs = 1000, kBackoffMaxUs = 1000000, kBackoffPerWait = 2;
 constexpr int kBackoffDecayShift = 8;
 
 thread_local bool t_inside = false;  // a pool worker, or a caller inside a job
