@@ -26,6 +26,9 @@ batched product runs on the CPU (reason given). Host arrays are copied to the de
 back; ``cuda_last_run()`` reports copy_in_s, kernel_s and copy_out_s apart (CUDA events).
 A PyTorch CUDA tensor or CuPy array (2-D, float32, contiguous) is used in place and the
 result is a device array of the same kind.
+
+Owns the user-facing CUDA API (argument contract, fallback rule, autograd); assumes the
+``cuda`` back end for everything that touches the device.
 """
 from __future__ import annotations
 

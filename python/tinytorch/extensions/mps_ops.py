@@ -21,6 +21,9 @@ rule as simd_ops: float32 runs on MPS, float64 stays float64 on the CPU (reason 
 other reals become float32, complex is a TypeError. 2-D products only on MPS; batched ones
 run on the CPU (reason given). ``mps_last_run()["copied"]`` lists the operands that were
 copied ("A", "B", "C") rather than wrapped.
+
+Owns the user-facing MPS API (argument contract, fallback rule, autograd); assumes the
+``mps`` back end for everything that touches Metal.
 """
 from __future__ import annotations
 

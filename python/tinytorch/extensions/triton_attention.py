@@ -18,6 +18,9 @@ Contract: shapes, ``causal`` and ``scale`` as ``flash_attention`` (the door's
 whose backward is the package's one attention backward (``FlashAttentionFunction``'s,
 through the door, from the saved out and log-sum-exp). dtype rule as flash_attention:
 float32 runs on Triton, float64 stays float64 on the CPU, other reals become float32.
+
+Owns the user-facing API (argument contract, fallback rule, autograd); assumes the
+``triton`` back end for the launch, the buffers and the kernel.
 """
 from __future__ import annotations
 

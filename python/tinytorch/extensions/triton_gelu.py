@@ -32,6 +32,9 @@ Report: ``last_path()`` names what ran ("triton:gpu:bias_gelu_forward",
 "triton:interpreter:bias_gelu_backward", or the CPU kernel's path); ``triton_last_run()``
 gives this thread's last call: path, reason (when it fell back), copy_in_s, kernel_s,
 copy_out_s (seconds; 0 where nothing was copied).
+
+Owns the user-facing API (argument contract, fallback rule, autograd); assumes the
+``triton`` back end for the launch, the buffers and the kernels.
 """
 from __future__ import annotations
 

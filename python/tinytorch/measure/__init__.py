@@ -13,6 +13,9 @@ Who uses it: tinytorch.perf (the course's benchmarking and profiling API), tinyt
 benchmarks/_common.py). It sits below all of them: it imports nothing of theirs, and nothing of
 the core at import (the runtime is reached at call time), so a measurement never pulls in the
 thing it measures.
+
+Owns the package-level names of the five modules (the same objects). Assumes: nothing
+optional at import; threadpoolctl, matplotlib and the runtime are looked up at call time.
 """
 from __future__ import annotations
 

@@ -26,6 +26,9 @@ framework generator (``manual_seed`` makes them reproducible).
 The ``test_unit_*`` functions are upstream's self-checks of this module, rewritten to check
 measured properties of these adapters; they print one line each and raise AssertionError on
 failure.
+
+Owns the upstream classes' arguments, results and reports; assumes the measurements of
+tinytorch.measure, perf/profiling.py and perf/mlperf.py (none is re-implemented here).
 """
 from __future__ import annotations
 

@@ -14,6 +14,9 @@ as in the module that owns it:
 
 The order of the floors: measure.timing <- perf/profiling.py <- perf/mlperf.py <-
 perf/benchmark_suite.py <- this file; none of them imports this file, so there is no circle.
+
+Assumes: the names keep their meaning where they are defined; a new timer or runner is
+written in its own module and only named here.
 """
 from __future__ import annotations
 

@@ -27,6 +27,9 @@ What it never does
 Where it sits: the clocks and BenchmarkResult are tinytorch.measure.timing's, the runtime's
 counters tinytorch.measure.memory's (``runtime_memory_stats`` is importable from here too);
 nothing in perf/ is imported here, so mlperf.py and benchmark_suite.py build on it.
+
+What it assumes: a model is a tinytorch Layer (``parameters()``, ``forward``) or a callable
+on Tensors; the runtime's counters may be absent (the runtime fields are then None).
 """
 from __future__ import annotations
 

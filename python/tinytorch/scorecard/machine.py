@@ -7,6 +7,9 @@ loses without matplotlib, threadpoolctl or tqdm). The facts themselves -- CPU mo
 topology, the runtime's build report, threads, NumPy's BLAS, the GPU probes, the load -- are
 read by tinytorch.measure.machine; ``cpu_model``, ``cpu_flags``, ``blas_description``,
 ``loadavg`` and ``describe`` are importable from here as well, the same objects.
+
+Assumes: the scorecard extras are optional; a missing one costs the line it names, never
+the run.
 """
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ Owns nothing: ``tinytorch.scorecard.measure`` was where measure_rounds, time_ste
 blas_threads_limited, optimizer_state_bytes and traced_peak were defined before the package
 gained one place to measure; this path keeps importing them, as the same objects, for code
 written against it. The scorecard's sections import tinytorch.measure directly.
+
+Assumes: tinytorch.measure imports on a bare machine (nothing optional at import).
 """
 from __future__ import annotations
 

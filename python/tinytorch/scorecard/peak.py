@@ -9,6 +9,10 @@ run for 1..T threads; see peak.c for why it is built the way it is. Without a C 
 x86-64 there is no compute ceiling and the ratio reads "n/a". The memory ceiling is np.copyto
 between two preallocated arrays (read + write bytes). ``measure_ceilings`` takes both once per
 run; benchmarks/_common.py re-exports everything here.
+
+Owns fma_peaks, copy_bandwidth, measure_ceilings and the Ceilings ratios. Assumes: a C
+compiler found by the package's one search (backends.fusion.executors.compiler_on_path);
+without one, or off x86-64, the compute ceiling is absent and says why.
 """
 from __future__ import annotations
 
