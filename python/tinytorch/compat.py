@@ -4,8 +4,9 @@ Most upstream names import from their upstream paths unchanged (docs/compat.md l
 Attention is the exception: ``tinytorch.core.attention`` follows PyTorch (the function
 returns only the output; a bool mask is True where a query MAY attend and a float mask is
 *added* to the scores; ``MultiHeadAttention.forward(query, key, value, attn_mask=...)``).
-Upstream's contract differs, so its versions live here, as adapters over the one
-implementation in ``tinytorch.core.attention``:
+Upstream's contract differs, so its versions are exported here, as adapters over the one
+implementation in ``tinytorch.core.attention`` (the MultiHeadAttention adapter is defined in
+``tinytorch.core.transformer``, upstream's module that also exports it):
 
   scaled_dot_product_attention(Q, K, V, mask=None) -> (output, attention_weights)
       ``mask`` is upstream's float mask: 1 = may attend, 0 = masked (anything non-zero
@@ -23,7 +24,7 @@ import numpy as np
 
 from .core import attention as _attn
 from .core.tensor import Tensor
-from .core.transformer import _attend_mask
+from .core.transformer import MultiHeadAttention, _attend_mask  # MultiHeadAttention: upstream's, defined there
 
 __all__ = ["MASK_VALUE", "scaled_dot_product_attention", "MultiHeadAttention"]
 
@@ -50,22 +51,3 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     eye = Tensor(np.eye(K.shape[-2], dtype=Q.dtype))
     weights = _attn.scaled_dot_product_attention(Q, K, eye, mask=allowed)
     return out, weights
-
-
-class MultiHeadAttention(_attn.MultiHeadAttention):
-    """``core.attention.MultiHeadAttention`` called the upstream way: ``mha(x, mask)``.
-
-    Args:
-        embed_dim: model width (must be divisible by num_heads).
-        num_heads: attention heads.
-    """
-
-    def __init__(self, embed_dim: int, num_heads: int):
-        super().__init__(embed_dim, num_heads)
-
-    def forward(self, x, mask=None):
-        """Self-attention over ``x`` [B, T, E] -> [B, T, E]; ``mask`` upstream float mask
-        (1 = may attend), [T, T], [B, T, T] or [B, H, T, T]."""
-        if mask is None:
-            return super().forward(x)
-        return super().forward(x, attn_mask=_attend_mask(mask))

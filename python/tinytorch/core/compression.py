@@ -7,7 +7,9 @@ The bottleneck it removes
   dense GEMMs directly.
 
 What this file owns
-  prunable_parameters(model)           (name, weight) of every Linear / Conv2d weight
+  prunable_parameters(model)           (name, weight) of every Linear / Conv2d weight; the
+                                       model is a Layer, or a plain model class whose
+                                       attributes hold Layers (``named_layer_modules``)
   magnitude_prune(model, sparsity, scope="layer"|"global")
       zeroes the ``sparsity`` fraction of weights with the smallest |w|: per layer (each weight
       loses the same fraction) or globally (one threshold across all of them, so layers with
@@ -20,11 +22,14 @@ What this file owns
   apply_masks(model, masks)            re-zero pruned weights (call after each optimizer step
                                        when fine-tuning, so pruned weights stay pruned)
   sparsity_report(model), format_sparsity_report(report)
-  distillation_loss(student_logits, teacher_logits, labels=None, temperature=4.0, alpha=0.5)
+  distillation_loss(student_logits, teacher_logits, labels=None, temperature=4.0, alpha=0.5,
+                    t2_scaling=True)
       alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, labels), averaged
       over rows (PyTorch's ``kl_div(..., reduction="batchmean")``); the teacher is a constant.
       One Function whose backward is  alpha * T * (softmax(s/T) - softmax(t/T)) / N
-      + (1 - alpha) * (softmax(s) - onehot) / N.  ``DistillationLoss`` is the Layer form.
+      + (1 - alpha) * (softmax(s) - onehot) / N.  ``t2_scaling=False`` drops the T^2 factor
+      (upstream TinyTorch's objective; the soft gradient is then divided by T).
+      ``DistillationLoss`` is the Layer form.
 
 What it never does
   It never changes a weight's shape (structured pruning zeroes; physically slicing the layers is
@@ -36,9 +41,10 @@ import numpy as np
 
 from .autograd import Function
 from .layers import Layer, Linear
+from .losses import ClassIndexError
 from .tensor import Tensor
 
-__all__ = ["prunable_parameters", "magnitude_prune", "structured_prune", "apply_masks", "sparsity",
+__all__ = ["named_layer_modules", "check_fraction", "prunable_parameters", "magnitude_prune", "structured_prune", "apply_masks", "sparsity",
            "sparsity_report", "format_sparsity_report", "distillation_loss", "DistillationLoss"]
 
 
@@ -47,17 +53,48 @@ def _is_conv(module) -> bool:
     return "Conv" in type(module).__name__ and isinstance(w, Tensor) and w.ndim == 4
 
 
-def prunable_parameters(model: Layer) -> list[tuple[str, Tensor]]:
+def named_layer_modules(model):
+    """``model.named_modules()``; for a plain model class (not a Layer, as upstream course
+    code writes them: ``self.layer = Linear(...)``), the Layers held by its attributes
+    (directly, or in lists, tuples and dicts), named by attribute."""
+    if isinstance(model, Layer):
+        yield from model.named_modules()
+        return
+    if not hasattr(model, "__dict__"):
+        raise TypeError(f"{type(model).__name__} is neither a Layer nor a model object with Layer attributes")
+    seen = set()
+
+    def walk(prefix, obj):
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, Layer):
+            for name, module in obj.named_modules():
+                yield (f"{prefix}.{name}" if name else prefix), module
+        elif isinstance(obj, (list, tuple)):
+            for i, item in enumerate(obj):
+                yield from walk(f"{prefix}.{i}", item)
+        elif isinstance(obj, dict):
+            for key, item in obj.items():
+                yield from walk(f"{prefix}.{key}", item)
+
+    for attr, value in vars(model).items():
+        yield from walk(attr, value)
+
+
+def prunable_parameters(model) -> list[tuple[str, Tensor]]:
     """(dotted weight name, weight) for every Linear-like and Conv2d layer of ``model``
-    (biases, norms and embeddings are not pruned)."""
+    (biases, norms and embeddings are not pruned). ``model`` is a Layer, or a plain model
+    class whose attributes hold Layers."""
     out = []
-    for name, module in model.named_modules():
+    for name, module in named_layer_modules(model):
         if isinstance(module, Linear) or _is_conv(module):
             out.append((f"{name}.weight" if name else "weight", module.weight))
     return out
 
 
-def _check_fraction(value, name: str) -> float:
+def check_fraction(value, name: str) -> float:
+    """``value`` as a float when it is a number in [0, 1]; ValueError naming ``name`` otherwise."""
     if not isinstance(value, (int, float, np.floating)) or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be a fraction in [0, 1], got {value!r}")
     return float(value)
@@ -81,7 +118,7 @@ def magnitude_prune(model: Layer, sparsity: float, scope: str = "layer") -> dict
         scope: ``"layer"`` prunes each weight by the same fraction; ``"global"`` uses one
             threshold across all of them.
     """
-    sparsity = _check_fraction(sparsity, "sparsity")
+    sparsity = check_fraction(sparsity, "sparsity")
     if scope not in ("layer", "global"):
         raise ValueError(f"scope must be 'layer' or 'global', got {scope!r}")
     params = prunable_parameters(model)
@@ -113,7 +150,7 @@ def structured_prune(layer: Layer, amount: float, axis: int | None = None) -> np
         axis: None for the output channels (1 for Linear, 0 for Conv2d); 0 on a Linear
             prunes input rows.
     """
-    amount = _check_fraction(amount, "amount")
+    amount = check_fraction(amount, "amount")
     if not (isinstance(layer, Linear) or _is_conv(layer)):
         raise TypeError(f"structured_prune works on Linear and Conv2d layers, got {type(layer).__name__}")
     w = layer.weight.data
@@ -141,7 +178,7 @@ def apply_masks(model: Layer, masks: dict) -> None:
     """Multiply each named weight of ``model`` by its keep mask, in place. ``masks`` maps
     dotted parameter names to bool arrays of the weight's shape (``magnitude_prune``'s
     result); call after each optimizer step so pruned weights stay zero."""
-    params = dict(model.named_parameters())
+    params = dict(model.named_parameters()) if isinstance(model, Layer) else dict(prunable_parameters(model))
     for name, mask in masks.items():
         if name not in params:
             raise KeyError(f"apply_masks: the model has no parameter {name!r}")
@@ -191,13 +228,14 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
 
 
 class DistillationFunction(Function):
-    def forward(self, student, teacher, labels, temperature, alpha):
+    def forward(self, student, teacher, labels, temperature, alpha, t2_scaling):
         n = student.shape[0]
         t = temperature
+        self.soft_scale = t * t if t2_scaling else 1.0
         log_ps_t = _log_softmax(student / t)
         log_pt_t = _log_softmax(teacher.astype(student.dtype) / t)
         pt_t = np.exp(log_pt_t)
-        soft = t * t * np.sum(pt_t * (log_pt_t - log_ps_t)) / n
+        soft = self.soft_scale * np.sum(pt_t * (log_pt_t - log_ps_t)) / n
         self.n, self.t, self.alpha = n, t, alpha
         self.ps_t, self.pt_t = np.exp(log_ps_t), pt_t
         loss = soft if labels is None else alpha * soft
@@ -211,7 +249,7 @@ class DistillationFunction(Function):
 
     def backward(self, g):
         soft_w = 1.0 if self.labels is None else self.alpha
-        grad = soft_w * self.t * (self.ps_t - self.pt_t) / self.n
+        grad = soft_w * (self.soft_scale / self.t) * (self.ps_t - self.pt_t) / self.n
         if self.labels is not None:
             hard = self.ps.copy()
             hard[np.arange(self.n), self.labels] -= 1.0
@@ -219,9 +257,11 @@ class DistillationFunction(Function):
         return (g * grad).astype(self.ps_t.dtype, copy=False), None, None
 
 
-def distillation_loss(student_logits, teacher_logits, labels=None, temperature: float = 4.0, alpha: float = 0.5):
+def distillation_loss(student_logits, teacher_logits, labels=None, temperature: float = 4.0, alpha: float = 0.5,
+                      t2_scaling: bool = True):
     """Knowledge-distillation loss (Hinton et al.), a scalar averaged over rows:
-    ``alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, labels)``.
+    ``alpha * T^2 * KL(softmax(t/T) || softmax(s/T)) + (1 - alpha) * CE(s, labels)``
+    (without the ``T^2`` factor when ``t2_scaling`` is False: upstream TinyTorch's objective).
 
     Args:
         student_logits: Tensor [N, C] or [..., C]; the only input that gets a gradient.
@@ -230,6 +270,8 @@ def distillation_loss(student_logits, teacher_logits, labels=None, temperature: 
             soft (KL) term alone and ``alpha`` is not applied.
         temperature: T > 0 softening both distributions (the T^2 keeps gradient scale).
         alpha: weight in [0, 1] of the soft term against the hard cross-entropy.
+        t2_scaling: multiply the soft term by T^2 (Hinton's choice, which keeps its gradient
+            scale independent of T); False leaves it unscaled.
     """
     if not isinstance(student_logits, Tensor):
         student_logits = Tensor(student_logits)
@@ -241,7 +283,7 @@ def distillation_loss(student_logits, teacher_logits, labels=None, temperature: 
         raise ValueError(f"distillation_loss: logits need a class axis, got shape {student_logits.shape}")
     if not temperature > 0:
         raise ValueError(f"distillation_loss: temperature must be > 0, got {temperature}")
-    alpha = _check_fraction(alpha, "alpha")
+    alpha = check_fraction(alpha, "alpha")
     c = student_logits.shape[-1]
     s = student_logits if student_logits.ndim == 2 else student_logits.reshape(-1, c)
     teacher = teacher.reshape(-1, c)
@@ -249,7 +291,7 @@ def distillation_loss(student_logits, teacher_logits, labels=None, temperature: 
     if labels is not None:
         y = labels.data if isinstance(labels, Tensor) else np.asarray(labels)
         if y.dtype.kind not in "iu":
-            raise TypeError(f"distillation_loss: labels must be integer class ids, got {y.dtype}")
+            raise ClassIndexError(f"distillation_loss: labels must be finite integer class indices, got {y.dtype}")
         y = y.reshape(-1)
         if y.shape[0] != s.shape[0]:
             raise ValueError(f"distillation_loss: {y.shape[0]} labels for {s.shape[0]} rows of logits")
@@ -258,7 +300,8 @@ def distillation_loss(student_logits, teacher_logits, labels=None, temperature: 
                              f"range for {c} classes")
     if s.shape[0] == 0:
         raise ValueError("distillation_loss: no rows of logits")
-    return DistillationFunction.apply(s, teacher, y, temperature=float(temperature), alpha=alpha)
+    return DistillationFunction.apply(s, teacher, y, temperature=float(temperature), alpha=alpha,
+                                      t2_scaling=bool(t2_scaling))
 
 
 class DistillationLoss(Layer):

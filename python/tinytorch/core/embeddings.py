@@ -31,17 +31,32 @@ from .random import get_generator
 from .tensor import BYTES_PER_FLOAT32, MB_TO_BYTES, Tensor  # the one definition
 
 __all__ = ["EmbeddingFunction", "Embedding", "PositionalEmbedding", "SinusoidalPositionalEncoding",
-           "sinusoidal_table", "check_token_ids", "PositionalEncoding", "create_sinusoidal_embeddings", "EmbeddingLayer",
+           "sinusoidal_table", "check_token_ids", "TokenIdError", "PositionalEncoding", "create_sinusoidal_embeddings", "EmbeddingLayer",
            "BYTES_PER_FLOAT32", "MB_TO_BYTES"]
+
+
+class TokenIdError(TypeError, ValueError):
+    """Token ids that are not integers (a float array, or a float Tensor holding fractional,
+    NaN or inf values): a TypeError, as this project raised first, and a ValueError, as
+    upstream TinyTorch raises."""
 
 
 def check_token_ids(ids, num_embeddings: int, who: str = "Embedding") -> np.ndarray:
     """Return ``ids`` (a Tensor or array-like) as an integer array, or raise naming the
-    first bad id: TypeError for a non-integer dtype, ValueError for an id outside
-    [0, ``num_embeddings``). ``who`` names the caller in the message."""
+    first bad id: ``TokenIdError`` for ids that are not integers, ValueError for an id
+    outside [0, ``num_embeddings``). ``who`` names the caller in the message.
+
+    A float *Tensor* of whole numbers is read as int64 ids: upstream TinyTorch's Tensor is
+    always float32, and ``Tensor([1, 2])`` is float32 here too. A float ndarray, or a Tensor
+    with fractional, NaN or inf values, is refused (no silent truncation)."""
     arr = ids.data if isinstance(ids, Tensor) else np.asarray(ids)
+    if isinstance(ids, Tensor) and arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise TokenIdError(f"{who}: token ids must be finite integers, got values such as "
+                               f"{arr[~(np.isfinite(arr) & (arr == np.round(arr)))].ravel()[0]!r}")
+        arr = arr.astype(np.int64)
     if arr.dtype.kind not in "iu":
-        raise TypeError(f"{who}: token ids must be integers, got dtype {arr.dtype}")
+        raise TokenIdError(f"{who}: token ids must be finite integers, got dtype {arr.dtype}")
     if arr.size:
         lo, hi = arr.min(), arr.max()
         if lo < 0 or hi >= num_embeddings:
@@ -68,16 +83,27 @@ class EmbeddingFunction(Function):
         return grad.astype(grad_output.dtype, copy=False), None
 
 
+def _one_size(value, alias, name: str, alias_name: str) -> int:
+    """``value`` or its upstream keyword ``alias`` (exactly one of them given)."""
+    if (value is None) == (alias is None):
+        raise TypeError(f"Embedding: give {name} (or upstream's {alias_name}) exactly once")
+    return value if alias is None else alias
+
+
 class Embedding(Layer):
     """Lookup table: ``Embedding(vocab, dim)(ids)`` has shape ``ids.shape + (dim,)``.
 
     Args:
-        num_embeddings: vocabulary size V; ids must be in [0, V).
-        embedding_dim: size D of each vector.
+        num_embeddings: vocabulary size V; ids must be in [0, V) (keyword ``vocab_size`` too,
+            upstream TinyTorch's name).
+        embedding_dim: size D of each vector (keyword ``embed_dim`` too).
         dtype: dtype of the table (float32 by default); initialised N(0, 1) like PyTorch.
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, dtype=np.float32):
+    def __init__(self, num_embeddings: int | None = None, embedding_dim: int | None = None, dtype=np.float32,
+                 *, vocab_size: int | None = None, embed_dim: int | None = None):
+        num_embeddings = _one_size(num_embeddings, vocab_size, "num_embeddings", "vocab_size")
+        embedding_dim = _one_size(embedding_dim, embed_dim, "embedding_dim", "embed_dim")
         if num_embeddings < 1 or embedding_dim < 1:
             raise ValueError(f"Embedding: sizes must be positive, got ({num_embeddings}, {embedding_dim})")
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
@@ -225,9 +251,13 @@ class EmbeddingLayer(Layer):
         else:
             self.pos_encoding = None
 
-    def forward(self, tokens):
-        """Integer ids ``tokens`` [B, T] or [T] -> embeddings [B, T, D] or [T, D]."""
+    def forward(self, tokens, start_pos: int = 0):
+        """Integer ids ``tokens`` [B, T] or [T] -> embeddings [B, T, D] or [T, D]; the
+        positions are ``start_pos .. start_pos + T - 1`` (a non-negative int; ValueError when
+        they leave the table)."""
+        if not isinstance(start_pos, (int, np.integer)) or isinstance(start_pos, bool) or start_pos < 0:
+            raise ValueError(f"EmbeddingLayer: start_pos must be a non-negative int, got {start_pos!r}")
         x = self.token_embedding(tokens)
         if self.scale_embeddings:
             x = x * math.sqrt(self.embed_dim)
-        return x if self.pos_encoding is None else self.pos_encoding(x)
+        return x if self.pos_encoding is None else self.pos_encoding(x, offset=int(start_pos))

@@ -101,12 +101,24 @@ class KVCache:
             raise IndexError(f"KVCache: layer {index} out of range for {self.num_layers} layers")
         return LayerKVCache(self, index)
 
-    def update(self, layer: int, k, v):
-        """Store k, v [batch, heads, n, head_dim] of attention layer ``layer`` after the
-        cached tokens; return all keys/values so far as Tensors. Each layer may be
-        updated once per step, then ``advance(n)`` commits the step."""
-        k = k.data if isinstance(k, Tensor) else np.asarray(k)
-        v = v.data if isinstance(v, Tensor) else np.asarray(v)
+    def _check_layer(self, layer_idx, who: str) -> int:
+        if not isinstance(layer_idx, (int, np.integer)) or not 0 <= layer_idx < self.num_layers:
+            raise ValueError(f"KVCache.{who}: layer index {layer_idx!r} out of range for "
+                             f"{self.num_layers} layers (Layer index must be 0..{self.num_layers - 1})")
+        return int(layer_idx)
+
+    def update(self, layer_idx: int, key, value):
+        """Store key, value [batch, heads, n, head_dim] of attention layer ``layer_idx`` after
+        the cached tokens; return all keys/values so far as Tensors. Each layer may be
+        updated once per step, then ``advance(n)`` commits the step.
+
+        Args:
+            layer_idx: the attention layer, 0 .. num_layers - 1 (ValueError otherwise).
+            key, value: this step's keys and values (Tensors or arrays).
+        """
+        layer = self._check_layer(layer_idx, "update")
+        k = key.data if isinstance(key, Tensor) else np.asarray(key)
+        v = value.data if isinstance(value, Tensor) else np.asarray(value)
         expected = (self.batch_size, self.num_heads)
         if k.shape != v.shape or k.ndim != 4 or k.shape[:2] != expected or k.shape[3] != self.head_dim:
             raise ValueError(f"KVCache.update: k {k.shape} and v {v.shape} must both be "
@@ -114,7 +126,8 @@ class KVCache:
         n = k.shape[2]
         start, end = self.length, self.length + n
         if end > self.max_seq_len:
-            raise ValueError(f"KVCache.update: {end} tokens exceed the cache's max_seq_len={self.max_seq_len}")
+            raise ValueError(f"KVCache.update: {end} tokens exceed the cache's max_seq_len={self.max_seq_len} "
+                             f"(Sequence position {start} + {n}: the cache is full)")
         if self._written[layer]:
             raise RuntimeError(f"KVCache.update: layer {layer} was already updated in this step; "
                                "call advance() after each forward pass")
@@ -125,11 +138,25 @@ class KVCache:
                 Tensor._make(self.values[layer, :, :, :end], False, None))
 
     def advance(self, n: int | None = None) -> None:
-        """Commit ``n`` tokens once every layer has stored them (``n=None``: the number the
-        layers wrote this step, upstream TinyTorch's argument-free ``advance()``)."""
+        """Commit ``n`` tokens once every layer has stored them.
+
+        ``n=None`` is upstream TinyTorch's argument-free ``advance()``: it commits the tokens
+        the layers wrote this step (none for a step that wrote nothing, e.g. after a forward
+        that advanced the cache itself). Layers that wrote nothing in the step hold zeros at
+        those positions, as in upstream's zero-initialised cache; layers that wrote different
+        counts are an error either way."""
         if n is None:
-            n = int(self._written[0]) if self.num_layers else 0
-        if np.any(self._written != n):
+            wrote = {int(w) for w in self._written if w}
+            if len(wrote) > 1:
+                raise RuntimeError(f"KVCache.advance(): layers wrote {self._written.tolist()} tokens")
+            n = wrote.pop() if wrote else 0
+            if self.length + n > self.max_seq_len:
+                raise ValueError(f"KVCache.advance: Sequence position {self.length + n} exceeds "
+                                 f"max_seq_len={self.max_seq_len} (the cache is full)")
+            idle = self._written == 0
+            self.keys[idle, :, :, self.length:self.length + n] = 0
+            self.values[idle, :, :, self.length:self.length + n] = 0
+        elif np.any(self._written != n):
             raise RuntimeError(f"KVCache.advance({n}): layers wrote {self._written.tolist()} tokens")
         self.length += int(n)
         self._written[:] = 0
@@ -156,8 +183,7 @@ class KVCache:
         Args:
             layer_idx: the attention layer, 0 .. num_layers - 1.
         """
-        if not 0 <= layer_idx < self.num_layers:
-            raise ValueError(f"KVCache.get: layer {layer_idx} out of range for {self.num_layers} layers")
+        layer_idx = self._check_layer(layer_idx, "get")
         end = self.length
         return (Tensor._make(self.keys[layer_idx, :, :, :end], False, None),
                 Tensor._make(self.values[layer_idx, :, :, :end], False, None))
@@ -174,8 +200,11 @@ def _forward_cached(model, ids: np.ndarray, cache: KVCache) -> np.ndarray:
     return model(ids, kv_cache=cache).data
 
 
-def generate_with_cache(model, idx: np.ndarray, max_new_tokens: int, sample) -> np.ndarray:
+def generate_with_cache(model, idx: np.ndarray, max_new_tokens: int, sample, cache: KVCache | None = None) -> np.ndarray:
     """Autoregressive decoding with a KV cache; returns ids [B, T + max_new_tokens].
+
+    The last sampled token is never fed back (its logits would go unused), so after the call
+    the cache holds every token but the last one.
 
     Args:
         model: a GPT-like model taking ``(ids, kv_cache=...)`` and with ``max_seq_len``,
@@ -184,12 +213,15 @@ def generate_with_cache(model, idx: np.ndarray, max_new_tokens: int, sample) -> 
         max_new_tokens: how many tokens to append.
         sample: ``sample(logits [B, V]) -> ids [B]``, e.g. greedy argmax or
             ``sample_next_token``.
+        cache: the KVCache to decode into (reset first); default a new one sized for model.
     """
     out = np.asarray(idx, dtype=np.int64)
+    if cache is None:
+        cache = KVCache.for_model(model, out.shape[0])
+    cache.reset()
     if max_new_tokens == 0:
         return out
     window = model.max_seq_len
-    cache = KVCache.for_model(model, out.shape[0])
     with no_grad():
         logits = _forward_cached(model, out[:, -window:], cache)[:, -1, :]
         for step in range(max_new_tokens):

@@ -339,6 +339,18 @@ class Reshape(Function):
         return g.reshape(self.shape)
 
 
+class Contiguous(Function):
+    """A C-contiguous copy of a strided input (``Tensor.contiguous``); the gradient passes through."""
+
+    def forward(self, a):
+        """``np.ascontiguousarray(a)``."""
+        return np.ascontiguousarray(a)
+
+    def backward(self, g):
+        """``g`` unchanged."""
+        return g
+
+
 class Permute(Function):
     """Axis permutation (``Tensor.permute``, ``transpose``, ``.T``)."""
 

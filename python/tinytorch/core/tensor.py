@@ -44,7 +44,7 @@ from . import autograd as _autograd
 from .activation_ops import (LogSoftmaxFunction, ReLUFunction, SigmoidFunction, SoftmaxFunction,
                              TanhFunction)
 from .autograd import Function, no_grad, is_grad_enabled, gradcheck  # noqa: F401  (re-exports)
-from .ops import (Abs, Add, Cast, Clip, Concat, Div, Exp, GetItem, Log, MaskedFill, MatMul, MaxMin,
+from .ops import (Abs, Add, Cast, Clip, Concat, Contiguous, Div, Exp, GetItem, Log, MaskedFill, MatMul, MaxMin,
                   Mean, Mul, Neg, Permute, Pow, Reshape, Sqrt, Stack, Sub, Sum, Var, Where)
 from .random import get_generator
 
@@ -177,6 +177,12 @@ class Tensor:
     @property
     def grad_fn(self):
         """The Function that produced this tensor, or None for a leaf."""
+        return self._ctx
+
+    @property
+    def _grad_fn(self):
+        """``grad_fn`` under upstream TinyTorch's name (the recorded Function here, not an
+        upstream ``*Backward`` node; see docs/compat.md)."""
         return self._ctx
 
     @property
@@ -439,6 +445,13 @@ class Tensor:
 
     view = reshape
 
+    def contiguous(self) -> "Tensor":
+        """This tensor when its data is C-contiguous, else a C-contiguous copy with gradient
+        (PyTorch's ``contiguous()``; upstream TinyTorch's name too)."""
+        if self._data.flags.c_contiguous:
+            return self
+        return Contiguous.apply(self)
+
     def flatten(self, start_dim=0, end_dim=-1):
         """Merge axes ``start_dim`` through ``end_dim`` (inclusive) into one; a 0-d tensor
         becomes shape (1,)."""
@@ -490,10 +503,17 @@ class Tensor:
         return GetItem.apply(self, index=_unwrap_index(index))
 
     def masked_fill(self, mask, value):
-        """Replace elements where ``mask`` (bool, broadcastable) is True by ``value``."""
+        """Replace elements where ``mask`` (broadcastable) is True by ``value``. The mask is
+        bool, or integer 0/1 (upstream TinyTorch's masks; 1 = fill); a float mask is refused
+        (TypeError) and an integer mask holding other values too (ValueError)."""
         m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        if m.dtype.kind in "iu":
+            if m.size and not np.all((m == 0) | (m == 1)):
+                raise ValueError(f"masked_fill: an integer mask must hold only 0 and 1, got values "
+                                 f"{np.unique(m)[:5].tolist()}")
+            m = m.astype(np.bool_)
         if m.dtype != np.bool_:
-            raise TypeError(f"masked_fill: mask must be bool, got {m.dtype}")
+            raise TypeError(f"masked_fill: mask must be bool (or integer 0/1), got {m.dtype}")
         np.broadcast_shapes(m.shape, self.data.shape)
         return MaskedFill.apply(self, m, value=value)
 

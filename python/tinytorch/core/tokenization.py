@@ -30,7 +30,8 @@ from .._atomic import write_file
 from .dataloader import Dataset as _DatasetBase
 from .tensor import KB_TO_BYTES  # noqa: F401  (upstream's name here; the one definition)
 
-__all__ = ["Tokenizer", "CharTokenizer", "BPETokenizer", "make_windows", "NextTokenDataset", "KB_TO_BYTES"]
+__all__ = ["Tokenizer", "CharTokenizer", "BPETokenizer", "make_windows", "NextTokenDataset", "tokenize_dataset",
+           "KB_TO_BYTES"]
 
 
 def _require_text(text, what: str = "corpus") -> str:
@@ -367,6 +368,26 @@ class BPETokenizer(Tokenizer):
         self.target_vocab_size = int(d.get("vocab_size", 256 + len(merges)))
         self.merges = merges
         self._build_tables()
+
+
+def tokenize_dataset(texts, tokenizer, max_length: int | None = None) -> list[list[int]]:
+    """``[tokenizer.encode(t)[:max_length] for t in texts]`` (upstream TinyTorch's helper).
+
+    Args:
+        texts: a list (or other iterable) of str; a bare str is refused (TypeError), since
+            it would be read character by character.
+        tokenizer: anything with ``encode(str) -> list[int]``.
+        max_length: keep at most this many ids of each text (a positive int), or None.
+    """
+    if isinstance(texts, str):
+        raise TypeError("tokenize_dataset: texts must be a list of str, not a single str")
+    if max_length is not None and (not isinstance(max_length, (int, np.integer)) or max_length < 1):
+        raise ValueError(f"tokenize_dataset: max_length must be a positive int or None, got {max_length!r}")
+    out = []
+    for text in texts:
+        ids = list(tokenizer.encode(text))
+        out.append(ids if max_length is None else ids[:max_length])
+    return out
 
 
 def make_windows(ids: Iterable[int], context_length: int, stride: int | None = None):

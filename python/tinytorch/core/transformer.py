@@ -10,6 +10,8 @@ implementation; see docs/compat.md):
   TransformerBlock(embed_dim, num_heads, mlp_ratio=4, dropout_prob=0.0)
       ours, non-causal unless given a mask; ``forward(x, mask=None)`` takes upstream's
       float mask (1 = attend, 0 = masked)
+  MultiHeadAttention(embed_dim, num_heads)         ours, called ``mha(x, mask)`` with upstream's
+                                                   float mask (``tinytorch.compat`` exports it)
   GPT(vocab_size, embed_dim, num_layers, num_heads, max_seq_len=1024)
       ours (causal); ``forward``/``generate`` also accept integral-valued float token
       Tensors (upstream's Tensor is always float32); ``generate`` defaults to 50 tokens
@@ -22,11 +24,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import transformers as _tf
+from . import attention as _attn_mod
 from .attention import causal_mask
 from .tensor import BYTES_PER_FLOAT32, MB_TO_BYTES, Tensor  # the one definition
 
 __all__ = ["BYTES_PER_FLOAT32", "MB_TO_BYTES", "create_causal_mask", "LayerNorm", "MLP",
-           "TransformerBlock", "GPT"]
+           "TransformerBlock", "GPT", "MultiHeadAttention"]
+
 
 
 def create_causal_mask(seq_len: int) -> Tensor:
@@ -62,9 +66,29 @@ def _token_ids(tokens):
     return tokens
 
 
+class MultiHeadAttention(_attn_mod.MultiHeadAttention):
+    """``core.attention.MultiHeadAttention`` called the upstream way: ``mha(x, mask)`` (also
+    ``tinytorch.compat.MultiHeadAttention``, the same class).
+
+    Args:
+        embed_dim: model width (must be divisible by num_heads).
+        num_heads: attention heads.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int):
+        super().__init__(embed_dim, num_heads)
+
+    def forward(self, x, mask=None):
+        """Self-attention over ``x`` [B, T, E] -> [B, T, E]; ``mask`` upstream float mask
+        (1 = may attend), [T, T], [B, T, T] or [B, H, T, T]."""
+        if mask is None:
+            return super().forward(x)
+        return super().forward(x, attn_mask=_attend_mask(mask))
+
+
 class LayerNorm(_tf.LayerNorm):
-    """``transformers.LayerNorm`` with upstream's parameter names: ``gamma`` is ``weight``
-    and ``beta`` is ``bias`` (the same Parameters).
+    """``transformers.LayerNorm`` with upstream's arguments; upstream's parameter names
+    ``gamma`` (= ``weight``) and ``beta`` (= ``bias``) are the base class's.
 
     Args:
         normalized_shape: the trailing shape to normalise (usually embed_dim).
@@ -73,16 +97,6 @@ class LayerNorm(_tf.LayerNorm):
 
     def __init__(self, normalized_shape, eps: float = 1e-5):
         super().__init__(normalized_shape, eps=eps)
-
-    @property
-    def gamma(self):
-        """The scale Parameter (``weight``)."""
-        return self.weight
-
-    @property
-    def beta(self):
-        """The shift Parameter (``bias``)."""
-        return self.bias
 
 
 class MLP(_tf.MLP):
@@ -120,19 +134,17 @@ class TransformerBlock(_tf.TransformerBlock):
         num_heads: attention heads (must divide embed_dim).
         mlp_ratio: MLP hidden width is mlp_ratio * embed_dim.
         dropout_prob: dropout probability (default 0.0; see the module docstring).
+        ff_dim: the MLP's hidden width, overriding mlp_ratio.
     """
 
-    def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: int = 4, dropout_prob: float = 0.0):
-        super().__init__(embed_dim, num_heads, mlp_ratio=int(mlp_ratio), dropout=dropout_prob, causal=False)
+    def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: int = 4, dropout_prob: float = 0.0,
+                 ff_dim: int | None = None):
+        super().__init__(embed_dim, num_heads, mlp_ratio=int(mlp_ratio), dropout=dropout_prob, causal=False,
+                         ff_dim=ff_dim)
         self.embed_dim, self.num_heads = int(embed_dim), int(num_heads)
-        # the same sub-layers, as the adapters above (upstream names gamma/beta, linear1/linear2)
+        # the same sub-layers, as the adapters above (upstream's linear1/linear2)
         self.ln1, self.ln2 = LayerNorm(embed_dim), LayerNorm(embed_dim)
-        self.mlp = MLP(embed_dim, int(mlp_ratio) * int(embed_dim), dropout_prob)
-
-    @property
-    def attention(self):
-        """The MultiHeadAttention (``attn``)."""
-        return self.attn
+        self.mlp = MLP(embed_dim, self.mlp.hidden_dim, dropout_prob)
 
     def forward(self, x, mask=None):
         """``x`` [B, T, D] -> [B, T, D]; ``mask`` (optional) upstream float mask, 1 = attend."""
@@ -157,10 +169,10 @@ class GPT(_tf.GPT):
                  max_seq_len: int = 1024):
         super().__init__(vocab_size, embed_dim, num_layers, num_heads, max_seq_len)
 
-    def forward(self, tokens, kv_cache=None):
+    def forward(self, tokens, kv_cache=None, start_pos: int | None = None):
         """Logits [B, T, vocab] for ids ``tokens`` [B, T] (ints, or integral floats);
-        ``kv_cache`` as in ``transformers.GPT.forward``."""
-        return super().forward(_token_ids(tokens), kv_cache=kv_cache)
+        ``kv_cache`` and ``start_pos`` as in ``transformers.GPT.forward``."""
+        return super().forward(_token_ids(tokens), kv_cache=kv_cache, start_pos=start_pos)
 
     def generate(self, prompt_tokens, max_new_tokens: int = 50, temperature: float = 1.0, **kwargs):
         """Upstream's ``generate(prompt_tokens, max_new_tokens=50, temperature=1.0)``: the

@@ -114,12 +114,31 @@ class LayerNorm(Layer):
             raise ValueError(f"LayerNorm: expected input ending in {self.normalized_shape}, got {x.shape}")
         return LayerNormFunction.apply(x, self.weight, self.bias, eps=self.eps, ndims=n)
 
+    @property
+    def gamma(self):
+        """The scale Parameter ``weight`` (upstream TinyTorch's name)."""
+        return self.weight
+
+    @property
+    def beta(self):
+        """The shift Parameter ``bias`` (upstream TinyTorch's name)."""
+        return self.bias
+
     def extra_repr(self):
         """``normalized_shape, eps=...`` for repr()."""
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
 # ============================================================================ MLP
+
+def _dropout_arg(dropout: float, dropout_prob: float | None, who: str) -> float:
+    """``dropout``, or upstream's keyword ``dropout_prob`` in its place (not both)."""
+    if dropout_prob is None:
+        return dropout
+    if dropout != 0.0:
+        raise TypeError(f"{who}: give dropout or upstream's dropout_prob, not both")
+    return dropout_prob
+
 
 class LinearBiasGELUFunction(Function):
     """gelu(x @ W + b): the GEMM through ``acceleration.gemm``, bias + GELU fused in one pass."""
@@ -149,16 +168,24 @@ class MLP(Layer):
         hidden_dim: width of the hidden layer (default 4 * embed_dim).
         bias: whether fc1 and fc2 have biases (fc1's bias is fused into the GELU).
         dropout: dropout probability on the output (training mode only).
+        dropout_prob: upstream TinyTorch's name for ``dropout`` (give one of them).
 
     Shape: (..., D) -> (..., D).
     """
 
-    def __init__(self, embed_dim: int, hidden_dim: int | None = None, bias: bool = True, dropout: float = 0.0):
+    def __init__(self, embed_dim: int, hidden_dim: int | None = None, bias: bool = True, dropout: float = 0.0,
+                 *, dropout_prob: float | None = None):
+        dropout = _dropout_arg(dropout, dropout_prob, "MLP")
         hidden_dim = 4 * embed_dim if hidden_dim is None else hidden_dim
         self.embed_dim, self.hidden_dim = int(embed_dim), int(hidden_dim)
         self.fc1 = Linear(embed_dim, hidden_dim, bias=bias)
         self.fc2 = Linear(hidden_dim, embed_dim, bias=bias)
         self.dropout = Dropout(dropout)
+
+    @property
+    def dropout_prob(self) -> float:
+        """The output dropout probability (upstream TinyTorch's name for ``dropout.p``)."""
+        return self.dropout.p
 
     def forward(self, x):
         """fc2(gelu(fc1(x))) for ``x`` (..., embed_dim), fused when fc1 is a plain Linear."""
@@ -193,16 +220,29 @@ class TransformerBlock(Layer):
         causal: each position attends only to itself and earlier positions.
         bias: whether the projections have biases.
         layer_norm_eps: eps of both LayerNorms.
+        ff_dim: the MLP's hidden width, overriding mlp_ratio (upstream TinyTorch's argument).
+        dropout_prob: upstream TinyTorch's name for ``dropout`` (give one of them).
     """
 
     def __init__(self, embed_dim: int, num_heads: int, mlp_ratio: int = 4, dropout: float = 0.0,
-                 causal: bool = True, bias: bool = True, layer_norm_eps: float = 1e-5):
+                 causal: bool = True, bias: bool = True, layer_norm_eps: float = 1e-5,
+                 ff_dim: int | None = None, *, dropout_prob: float | None = None):
+        dropout = _dropout_arg(dropout, dropout_prob, "TransformerBlock")
+        if ff_dim is not None and (not isinstance(ff_dim, (int, np.integer)) or ff_dim < 1):
+            raise ValueError(f"TransformerBlock: ff_dim must be a positive int, got {ff_dim!r}")
         self.ln1 = LayerNorm(embed_dim, eps=layer_norm_eps)
         self.attn = MultiHeadAttention(embed_dim, num_heads, bias=bias, dropout=dropout)
         self.ln2 = LayerNorm(embed_dim, eps=layer_norm_eps)
-        self.mlp = MLP(embed_dim, mlp_ratio * embed_dim, bias=bias, dropout=dropout)
+        hidden = mlp_ratio * embed_dim if ff_dim is None else int(ff_dim)
+        self.mlp = MLP(embed_dim, hidden, bias=bias, dropout=dropout)
         self.resid_dropout = Dropout(dropout)
         self.causal = bool(causal)
+
+    @property
+    def attention(self):
+        """The attention layer ``attn`` (upstream TinyTorch's name; ``enable_kv_cache`` swaps
+        it for a ``CachedAttention`` around the same layer)."""
+        return self.attn
 
     def forward(self, x, kv_cache=None):
         """``x`` [B, T, D] -> [B, T, D]. ``kv_cache`` (a LayerKVCache) makes the attention
@@ -223,6 +263,9 @@ def sample_next_token(logits: np.ndarray, temperature: float = 1.0, top_k: int |
         top_k: sample only among the k highest logits of each row (None: all).
         rng: NumPy Generator to draw from (default: the framework generator).
     """
+    if not isinstance(temperature, (int, float, np.integer, np.floating)) or not np.isfinite(temperature) \
+            or temperature < 0:
+        raise ValueError(f"sample_next_token: temperature must be a finite number >= 0, got {temperature!r}")
     logits = np.asarray(logits, dtype=np.float64)
     if temperature == 0:
         return logits.argmax(axis=-1)
@@ -271,7 +314,8 @@ class GPT(Layer):
         embed_dim: model width D (divisible by num_heads).
         num_layers: number of TransformerBlocks (may be 0).
         num_heads: attention heads per block.
-        max_seq_len: context window: the most positions one forward may see.
+        max_seq_len: context window: the most positions one forward may see (default 1024,
+            upstream TinyTorch's).
         dropout: dropout probability throughout (training mode only).
         layer_norm_eps: eps of every LayerNorm (GPT-2's ``layer_norm_epsilon``).
         tie_weights: the output head reuses the token embedding's table (``TiedLMHead``), as
@@ -283,7 +327,7 @@ class GPT(Layer):
     input_dtype = np.int64  # what a profiler should feed it
 
     def __init__(self, vocab_size: int, embed_dim: int, num_layers: int, num_heads: int,
-                 max_seq_len: int, dropout: float = 0.0, layer_norm_eps: float = 1e-5,
+                 max_seq_len: int = 1024, dropout: float = 0.0, layer_norm_eps: float = 1e-5,
                  tie_weights: bool = False):
         for name, v in (("vocab_size", vocab_size), ("embed_dim", embed_dim), ("num_heads", num_heads),
                         ("max_seq_len", max_seq_len)):
@@ -342,10 +386,25 @@ class GPT(Layer):
             raise ValueError(f"GPT: sequence length {arr.shape[1]}{where} exceeds max_seq_len={self.max_seq_len}")
         return arr
 
-    def forward(self, idx, kv_cache=None):
+    def forward(self, idx, kv_cache=None, start_pos: int | None = None):
         """Logits [B, T, vocab_size] for every position of ``idx``, integer ids [B, T] with
-        T <= max_seq_len. With ``kv_cache`` (a KVCache) the ids continue the cached sequence."""
-        offset = 0 if kv_cache is None else kv_cache.length
+        T <= max_seq_len. With ``kv_cache`` (a KVCache) the ids continue the cached sequence.
+
+        ``start_pos`` is the position of the first id (default: 0, or the cached length); it is
+        how upstream TinyTorch's cached decoding feeds one token at a time. When
+        ``perf.memoization.enable_kv_cache`` recorded a cache on the model (``_kv_cache``), a
+        call with ``start_pos`` (and no ``kv_cache``) decodes into that cache and leaves the
+        commit to the caller: ``forward(ids, start_pos=cache.seq_pos)`` then
+        ``cache.advance()``. A call without either is an ordinary full forward."""
+        advance = kv_cache is not None
+        if start_pos is not None:
+            if not isinstance(start_pos, (int, np.integer)) or isinstance(start_pos, bool) or start_pos < 0:
+                raise ValueError(f"GPT: start_pos must be a non-negative int, got {start_pos!r}")
+            if kv_cache is None:
+                kv_cache = getattr(self, "_kv_cache", None)
+            if kv_cache is not None and start_pos != kv_cache.length:
+                raise ValueError(f"GPT: start_pos={start_pos} but the cache holds {kv_cache.length} tokens")
+        offset = (0 if start_pos is None else int(start_pos)) if kv_cache is None else kv_cache.length
         arr = self._check_idx(idx, offset)
         x = self.token_embedding(arr)
         x = self.position_embedding(x, offset=offset)
@@ -353,9 +412,14 @@ class GPT(Layer):
         for i, block in enumerate(self.blocks):
             x = block(x, kv_cache=None if kv_cache is None else kv_cache.layer(i))
         logits = self.lm_head(self.ln_f(x))
-        if kv_cache is not None:
+        if advance:
             kv_cache.advance(arr.shape[1])
         return logits
+
+    def _sample_next_token(self, logits, temperature: float = 1.0):
+        """One id per row of ``logits`` [B, V] (upstream TinyTorch's method name):
+        ``sample_next_token(logits, temperature)``, greedy at temperature 0."""
+        return sample_next_token(logits, temperature)
 
     def generate(self, idx, max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
                  seed: int | None = None, use_cache: bool = False):

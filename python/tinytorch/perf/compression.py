@@ -4,11 +4,15 @@
   measure_sparsity(model) -> percent (0-100) of zero entries in the prunable weights
   magnitude_prune(model, sparsity=0.9) -> model     global threshold over all weights
   structured_prune(model, prune_ratio=0.5) -> model  lowest-L2 output channels of every Linear
+      but the classifier head (the last one, kept whole when there are several)
   low_rank_approximate(weight_matrix, rank_ratio=0.5) -> (U_k, S_k, Vt_k)   truncated SVD
   KnowledgeDistillation(teacher, student, temperature=3.0, alpha=0.7)
       ``distillation_loss(student_logits, teacher_logits, true_labels)`` is
-      ``core.compression.distillation_loss`` (Hinton: T^2-scaled KL, mean over rows), a
-      differentiable Tensor; upstream returns an un-scaled, summed float (different on purpose).
+      ``core.compression.distillation_loss(..., t2_scaling=False)``: upstream's objective,
+      alpha * KL(teacher_T || student_T) + (1 - alpha) * CE, each a mean over rows, as a
+      differentiable Tensor; labels are class ids (integral floats accepted) or one-hot rows.
+  compress_model(model, config) -> stats   upstream's pipeline: 'magnitude_prune' then
+      'structured_prune' fractions, every entry checked before any weight changes.
 
 Prunable weights are those of Linear and Conv2d layers; upstream counts every parameter of
 two or more dimensions (so embeddings and norms would count there).
@@ -22,7 +26,7 @@ from ..core.layers import Linear
 from ..core.tensor import BYTES_PER_FLOAT32, MB_TO_BYTES, Tensor  # the one definition
 
 __all__ = ["BYTES_PER_FLOAT32", "MB_TO_BYTES", "measure_sparsity", "magnitude_prune", "structured_prune",
-           "low_rank_approximate", "KnowledgeDistillation", "Compressor",
+           "low_rank_approximate", "KnowledgeDistillation", "Compressor", "compress_model",
            "verify_pruning_works"]
 
 
@@ -54,16 +58,20 @@ def magnitude_prune(model, sparsity: float = 0.9):
 
 def structured_prune(model, prune_ratio: float = 0.5):
     """Zero the ``prune_ratio`` fraction of output channels (lowest L2 norm) of every Linear
-    in ``model`` (and their bias entries) with ``core.compression.structured_prune``;
-    returns ``model``.
+    in ``model`` but the last one (and their bias entries) with
+    ``core.compression.structured_prune``; returns ``model``. The last Linear is the
+    classifier head, whose outputs are the classes, so it is kept whole (as upstream) unless
+    it is the model's only Linear.
 
     Args:
         model: a Layer containing Linear layers (or a Linear).
         prune_ratio: fraction in [0, 1] of each layer's output channels to zero.
     """
-    for _, module in model.named_modules():
-        if isinstance(module, Linear):
-            _c.structured_prune(module, prune_ratio)
+    linears = [module for _, module in _c.named_layer_modules(model) if isinstance(module, Linear)]
+    if len(linears) > 1:
+        linears = linears[:-1]  # the classifier head keeps every output (upstream's rule)
+    for module in linears:
+        _c.structured_prune(module, prune_ratio)
     return model
 
 
@@ -85,6 +93,21 @@ def low_rank_approximate(weight_matrix, rank_ratio: float = 0.5):
     return u[:, :k], s[:k], vt[:k, :]
 
 
+def _class_ids(labels, logits_shape) -> np.ndarray:
+    """Class ids [N] from integer or integral-float ids, or from one-hot rows [N, C]."""
+    arr = np.asarray(labels.data if isinstance(labels, Tensor) else labels)
+    if arr.ndim == 2 and tuple(arr.shape) == tuple(logits_shape):
+        one_hot = np.all((arr == 0) | (arr == 1), axis=1) & (arr.sum(axis=1) == 1)
+        if not np.all(one_hot):
+            raise ValueError("distillation_loss: 2-D labels must be one-hot rows (one 1, the rest 0)")
+        return arr.argmax(axis=1)
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+            raise _c.ClassIndexError("distillation_loss: labels must be finite integer class indices")
+        arr = arr.astype(np.int64)
+    return arr
+
+
 class KnowledgeDistillation:
     """Upstream's holder of a teacher, a student and the distillation settings.
 
@@ -100,21 +123,20 @@ class KnowledgeDistillation:
         self.temperature, self.alpha = float(temperature), float(alpha)
 
     def distillation_loss(self, student_logits, teacher_logits, true_labels=None):
-        """``core.compression.distillation_loss`` with this object's temperature and alpha.
+        """Upstream's objective: ``core.compression.distillation_loss`` with this object's
+        temperature and alpha, the soft term not scaled by T^2.
 
         Args:
             student_logits: Tensor [N, C] (gets the gradient).
             teacher_logits: Tensor or array [N, C].
-            true_labels: integer labels [N] (Tensor or array; integral floats accepted) or None.
+            true_labels: class ids [N] (Tensor or array; integral floats accepted), one-hot
+                rows [N, C], or None. Fractional, NaN or out-of-range ids and rows that are
+                not one-hot raise ValueError.
         """
-        labels = true_labels
-        if labels is not None:
-            arr = np.asarray(labels.data if isinstance(labels, Tensor) else labels)
-            if arr.dtype.kind == "f":
-                arr = arr.astype(np.int64)
-            labels = arr
+        labels = None if true_labels is None else _class_ids(true_labels, np.shape(getattr(
+            student_logits, "data", student_logits)))
         return _c.distillation_loss(student_logits, teacher_logits, labels,
-                                    temperature=self.temperature, alpha=self.alpha)
+                                    temperature=self.temperature, alpha=self.alpha, t2_scaling=False)
 
 
 class Compressor:
@@ -161,15 +183,42 @@ class Compressor:
             compression_config: dict with optional 'magnitude_sparsity' and
                 'structured_prune_ratio' fractions.
         """
-        stats = {"original_sparsity": Compressor.measure_sparsity(model)}
-        if "magnitude_sparsity" in compression_config:
-            magnitude_prune(model, compression_config["magnitude_sparsity"])
-        if "structured_prune_ratio" in compression_config:
-            structured_prune(model, compression_config["structured_prune_ratio"])
-        final = Compressor.measure_sparsity(model)
-        stats["final_sparsity"] = final
-        stats["compression_ratio"] = 1.0 / (1.0 - final) if final < 1.0 else float("inf")
-        return model, stats
+        names = {"magnitude_sparsity": "magnitude_prune", "structured_prune_ratio": "structured_prune"}
+        unknown = sorted(set(compression_config) - set(names))
+        if unknown:
+            raise ValueError(f"Compressor.compress_model: unknown entries {unknown}; use {sorted(names)}")
+        return model, compress_model(model, {names[k]: v for k, v in compression_config.items()})
+
+
+_PIPELINE = ("magnitude_prune", "structured_prune")  # the order compress_model applies them in
+
+
+def compress_model(model, compression_config: dict) -> dict:
+    """Upstream's compression pipeline: ``magnitude_prune`` then ``structured_prune``, each
+    optional, in place. Every entry is checked first (a fraction in [0, 1], a known name), so
+    a bad config changes no weight. Returns stats: original_sparsity and final_sparsity
+    (fractions of zeros in the prunable weights), compression_ratio = 1 / (1 - final) and
+    the applied steps.
+
+    Args:
+        model: a Layer, or a plain model class holding Layers.
+        compression_config: dict with optional 'magnitude_prune' and 'structured_prune'
+            fractions (upstream's names); anything else is a ValueError.
+    """
+    if not isinstance(compression_config, dict):
+        raise TypeError(f"compress_model: compression_config must be a dict, got {type(compression_config).__name__}")
+    unknown = sorted(set(compression_config) - set(_PIPELINE))
+    if unknown:
+        raise ValueError(f"compress_model: unknown entries {unknown}; the pipeline knows {list(_PIPELINE)}")
+    steps = [(name, _c.check_fraction(compression_config[name], f"compress_model: {name}"))
+             for name in _PIPELINE if name in compression_config]
+    stats = {"original_sparsity": Compressor.measure_sparsity(model)}
+    for name, fraction in steps:
+        (magnitude_prune if name == "magnitude_prune" else structured_prune)(model, fraction)
+    final = Compressor.measure_sparsity(model)
+    stats.update(final_sparsity=final, applied=[name for name, _ in steps],
+                 compression_ratio=1.0 / (1.0 - final) if final < 1.0 else float("inf"))
+    return stats
 
 
 def verify_pruning_works(model, target_sparsity: float = 0.8) -> dict:

@@ -1,0 +1,6 @@
+"""``tinytorch.text.tokenization``: upstream TinyTorch's older path of ``tinytorch.core.tokenization``.
+
+Every name is the object defined in ``tinytorch.core.tokenization``; nothing is redefined here.
+"""
+from ..core.tokenization import *  # noqa: F401,F403  (the one implementation)
+from ..core.tokenization import __all__  # noqa: F401
