@@ -1,6 +1,6 @@
 /*
  * gemm_kernels.h -- private: the fixed micro-kernel contract between the portable
- * GEMM driver (gemm.cpp) and the per-ISA micro-kernels (gemm_kernel_<isa>.cpp).
+ * GEMM driver (gemm.cpp) and the per-ISA micro-kernels (gemm_<isa>.cpp).
  *
  * The driver owns blocking, packing, edge tiles and threads. A micro-kernel owns
  * one MR x NR tile of C and nothing else:

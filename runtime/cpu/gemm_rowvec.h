@@ -1,6 +1,6 @@
 /*
  * gemm_rowvec.h -- private: the row-vector GEMM body (decoding: one token per call),
- * written once in plain loops and compiled per ISA by each gemm_kernel_<isa>.cpp, whose
+ * written once in plain loops and compiled per ISA by each gemm_<isa>.cpp, whose
  * flags make the compiler vectorise it (the kernel table's `rowvec` entry).
  *
  * What it computes, for i < M <= kGemmRowvecMaxRows and j < N:

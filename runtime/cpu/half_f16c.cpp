@@ -4,7 +4,7 @@
  */
 #include <immintrin.h>
 
-#include "cpu/half.h"
+#include "cpu/half_kernels.h"
 
 namespace tt {
 

@@ -22,7 +22,7 @@
 #include "core/error.h"
 #include "core/isa.h"
 #include "cpu/gemm_kernels.h"
-#include "cpu/half.h"
+#include "cpu/half_kernels.h"
 
 namespace tt {
 

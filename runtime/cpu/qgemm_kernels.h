@@ -1,6 +1,6 @@
 /*
  * qgemm_kernels.h -- private: the contract between the INT8 GEMM driver (qgemm.cpp) and
- * its per-ISA kernels (qgemm_kernel_<isa>.cpp). Public contract: tinytorch.h, tt_qgemm_*.
+ * its per-ISA kernels (qgemm_<isa>.cpp). Public contract: tinytorch.h, tt_qgemm_*.
  *
  * The product is C[i][j] = sum_k a[i][k] * w[k][j] with a in u8 [0, 255] (activations)
  * and w in s8 [-128, 127] (weights), accumulated exactly in int32. Exactness holds for

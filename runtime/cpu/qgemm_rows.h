@@ -1,6 +1,6 @@
 /*
  * qgemm_rows.h -- private: the row-wise parts of the INT8 GEMM, written once and compiled
- * by every qgemm_kernel_<isa>.cpp with that ISA's flags (so the compiler vectorizes them
+ * by every qgemm_<isa>.cpp with that ISA's flags (so the compiler vectorizes them
  * for it): dynamic quantization of an activation row and the epilogues of a tile.
  *
  * Every instance computes the same float32 operations in the same order, so the

@@ -1,7 +1,7 @@
 /*
  * qgemm_tile_avx512.h -- private: the 6 x 64 int32 register tile of the two AVX-512 INT8
  * kernels, written once over the exact multiply-accumulate of one k group (the Step), and
- * included by qgemm_kernel_avx512_vnni.cpp (vpdpbusd) and qgemm_kernel_avx512bw.cpp
+ * included by qgemm_avx512_vnni.cpp (vpdpbusd) and qgemm_avx512bw.cpp
  * (vpmovsxbw + vpmaddwd), each compiled with its own flags.
  *
  * A Step supplies

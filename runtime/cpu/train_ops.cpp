@@ -7,7 +7,7 @@
  *
  * What it owns: argument checks (ids out of range, NULL buffers, negative sizes, size
  * overflow, bad hyper-parameters), the choice of loops for the active ISA
- * (train_kernels.h) and the split across threads:
+ * (train_ops_kernels.h) and the split across threads:
  *   - Adam: all parameters' elements form one range cut into near-equal runs, one per
  *     thread, so a step over forty small tensors is one parallel region, not forty;
  *   - gather: rows split across threads;
@@ -24,7 +24,7 @@
 #include "core/error.h"
 #include "core/isa.h"
 #include "core/parallel.h"
-#include "cpu/train_kernels.h"
+#include "cpu/train_ops_kernels.h"
 
 namespace tt {
 

@@ -1,9 +1,9 @@
 /*
- * train_ops_avx2.cpp -- the training-step loops of train_kernels.h compiled with this
+ * train_ops_avx2.cpp -- the training-step loops of train_ops_kernels.h compiled with this
  * ISA's flags (the compiler vectorises them for its registers); called only after
  * run-time detection says the CPU has the ISA.
  */
-#include "cpu/train_kernels.h"
+#include "cpu/train_ops_kernels.h"
 
 namespace {
 void adam_avx2(float *p, const float *g, float *m, float *v, int64_t n, const tt::AdamScalars &s) {

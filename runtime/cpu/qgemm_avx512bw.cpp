@@ -1,5 +1,5 @@
 /*
- * qgemm_kernel_avx512bw.cpp -- INT8 GEMM kernel for AVX-512BW without VNNI
+ * qgemm_avx512bw.cpp -- INT8 GEMM kernel for AVX-512BW without VNNI
  * (TT_QGEMM_AVX512BW). Built with the AVX-512 flags (no -mavx512vnni, so the compiler
  * cannot fuse the multiply-add pairs below into VNNI instructions).
  *

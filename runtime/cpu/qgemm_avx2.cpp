@@ -1,6 +1,6 @@
 /*
- * qgemm_kernel_avx2.cpp -- INT8 GEMM kernel for AVX2 (TT_QGEMM_AVX2), built with the AVX2
- * flags (sources.cmake). The exact scheme of qgemm_kernel_avx512bw.cpp on 256-bit
+ * qgemm_avx2.cpp -- INT8 GEMM kernel for AVX2 (TT_QGEMM_AVX2), built with the AVX2
+ * flags (sources.cmake). The exact scheme of qgemm_avx512bw.cpp on 256-bit
  * registers: u16 activations, s8 weights sign-extended to s16 (vpmovsxbw), vpmaddwd pair
  * sums (at most 2 * 255 * 128 = 65280 in magnitude: no saturation) and vpaddd into int32.
  *
@@ -19,7 +19,7 @@ constexpr int MR = 4;
 constexpr int NR = 16;
 constexpr int G = 2;
 
-/* Named accumulators, not an array (see qgemm_kernel_avx512_vnni.cpp). */
+/* Named accumulators, not an array (see qgemm_avx512_vnni.cpp). */
 #define TT_ACC_ROW(i) __m256i c##i##0 = _mm256_setzero_si256(), c##i##1 = c##i##0
 #define TT_MADD_ROW(i)                                                                        \
     if constexpr (R > i) {                                                                    \

@@ -1,5 +1,5 @@
 /*
- * qgemm_kernel_neon.cpp -- INT8 GEMM kernel for AArch64 (TT_QGEMM_NEON / TT_QGEMM_NEON_DOT).
+ * qgemm_neon.cpp -- INT8 GEMM kernel for AArch64 (TT_QGEMM_NEON / TT_QGEMM_NEON_DOT).
  *
  * Built only for arm64 (sources.cmake). Where the compiler targets the dot-product
  * extension (__ARM_FEATURE_DOTPROD, e.g. -march=armv8.2-a+dotprod) the entry is neon_dot:

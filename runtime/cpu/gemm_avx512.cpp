@@ -1,5 +1,5 @@
 /*
- * gemm_kernel_avx512.cpp -- GEMM micro-kernel for x86-64 AVX-512F (TT_ISA_AVX512).
+ * gemm_avx512.cpp -- GEMM micro-kernel for x86-64 AVX-512F (TT_ISA_AVX512).
  *
  * Compiled with -mavx512f (+vl/bw/dq, fma) in runtime/cpu/sources.cmake and called only
  * when run-time detection reports AVX-512F with OS support for zmm state. Contract:

@@ -1,5 +1,5 @@
 /*
- * qgemm_kernel_scalar.cpp -- the portable INT8 GEMM kernel (TT_QGEMM_SCALAR), the
+ * qgemm_scalar.cpp -- the portable INT8 GEMM kernel (TT_QGEMM_SCALAR), the
  * reference the tests hold every SIMD kernel to. Plain int32 loops over a 4 x 16 tile,
  * compiled for the architecture baseline; packs for it run under any active ISA.
  * Layout: u8 activations and s8 weights in groups of 4 k (contract: qgemm_kernels.h).

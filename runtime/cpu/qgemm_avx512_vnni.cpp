@@ -1,5 +1,5 @@
 /*
- * qgemm_kernel_avx512_vnni.cpp -- INT8 GEMM kernel for AVX-512 VNNI (TT_QGEMM_AVX512_VNNI).
+ * qgemm_avx512_vnni.cpp -- INT8 GEMM kernel for AVX-512 VNNI (TT_QGEMM_AVX512_VNNI).
  *
  * Built with -mavx512vnni on top of the AVX-512 flags (sources.cmake) and run only when
  * the CPU reports AVX512_VNNI (qgemm.cpp checks before it accepts a pack for it).

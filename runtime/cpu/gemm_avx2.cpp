@@ -1,5 +1,5 @@
 /*
- * gemm_kernel_avx2.cpp -- GEMM micro-kernel for x86-64 AVX2 + FMA (TT_ISA_AVX2).
+ * gemm_avx2.cpp -- GEMM micro-kernel for x86-64 AVX2 + FMA (TT_ISA_AVX2).
  *
  * Compiled with -mavx2 -mfma (runtime/cpu/sources.cmake) and called only when the CPU
  * reports both. Contract: gemm_kernels.h.

@@ -1,5 +1,5 @@
 /*
- * half.h -- private: IEEE 754 binary16 <-> binary32 conversion.
+ * half_kernels.h -- private: IEEE 754 binary16 <-> binary32 conversion.
  *
  * The scalar functions are the reference (round to nearest even, NaN kept quiet,
  * overflow to infinity, subnormals exact); convert_f16_to_f32 / convert_f32_to_f16

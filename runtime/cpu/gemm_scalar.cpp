@@ -1,5 +1,5 @@
 /*
- * gemm_kernel_scalar.cpp -- the portable GEMM micro-kernel (TT_ISA_SCALAR).
+ * gemm_scalar.cpp -- the portable GEMM micro-kernel (TT_ISA_SCALAR).
  *
  * Plain C++ compiled for the architecture baseline: a 4 x 8 register tile held in a
  * local array that the compiler keeps in registers (on x86-64 it may use SSE2, the

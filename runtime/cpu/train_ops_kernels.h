@@ -1,5 +1,5 @@
 /*
- * train_kernels.h -- private: the training-step kernels' inner loops (Adam / AdamW update,
+ * train_ops_kernels.h -- private: the training-step kernels' inner loops (Adam / AdamW update,
  * embedding row add, ReLU and its gradient), written once as inline templates and compiled once per ISA file
  * (train_ops_<isa>.cpp gets that ISA's flags, so the compiler vectorises the same loop
  * with AVX2, AVX-512 or NEON registers), plus the table the driver (train_ops.cpp)

@@ -1,5 +1,5 @@
 /*
- * gemm_kernel_neon.cpp -- GEMM micro-kernel for AArch64 Advanced SIMD (TT_ISA_NEON).
+ * gemm_neon.cpp -- GEMM micro-kernel for AArch64 Advanced SIMD (TT_ISA_NEON).
  *
  * NEON is part of the AArch64 baseline, so this file needs no extra flags; it is built
  * only for arm64 (runtime/cpu/sources.cmake). Contract: gemm_kernels.h.
