@@ -5,5 +5,7 @@ Upstream's earlier layout exported its text modules here; its current one keeps 
 ``tinytorch.text.embeddings`` re-exports ``tinytorch.core.embeddings`` and
 ``tinytorch.text.tokenization`` re-exports ``tinytorch.core.tokenization`` (one
 implementation each; see docs/compat.md).
+
+Owns only the package path; assumes the core modules it names.
 """
 __all__ = ["embeddings", "tokenization"]
