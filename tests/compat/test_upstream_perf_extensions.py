@@ -266,7 +266,10 @@ def test_profiler_upstream_reports_and_helpers(capsys):
     layer = Linear(256, 128)
     rep = Profiler().profile_layer(layer, (32, 256))
     assert rep["layer_type"] == "Linear" and rep["parameters"] == 256 * 128 + 128
-    assert rep["flops"] == Profiler().count_flops(layer, (32, 256)) == 2 * 32 * 256 * 128
+    # upstream's current report: flops per sample, batch_flops (count_flops) for the whole batch
+    assert rep["batch_flops"] == Profiler().count_flops(layer, (32, 256)) == 2 * 32 * 256 * 128
+    assert rep["flops"] == 2 * 256 * 128
+    assert rep["gflops_per_second"] == pytest.approx(rep["batch_flops"] / 1e9 / (rep["latency_ms"] / 1e3))
     assert rep["latency_ms"] > 0 and rep["gflops_per_second"] > 0
     assert rep["parameter_memory_mb"] == pytest.approx((256 * 128 + 128) * 4 / 2 ** 20)
     out = quick_profile(Linear(128, 64), Tensor(f32(16, 128)))

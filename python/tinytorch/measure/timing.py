@@ -77,7 +77,8 @@ class BenchmarkResult:
     """Statistics over repeated measurements (``values``, in ``unit``).
 
     Args:
-        name: label shown by ``str()`` and ``to_dict()``.
+        name: label shown by ``str()`` and ``to_dict()`` (keyword ``metric_name`` too,
+            upstream TinyTorch's name).
         values: the measurements (any array-like, flattened to float64; at least one, all
             finite).
         unit: their unit ("s" by default; ``str()`` shows seconds as ms).
@@ -88,6 +89,17 @@ class BenchmarkResult:
     values: np.ndarray
     unit: str = "s"
     metadata: dict = field(default_factory=dict)
+
+    def __init__(self, name: str | None = None, values=None, unit: str = "s", metadata: dict | None = None,
+                 *, metric_name: str | None = None):
+        # upstream TinyTorch writes BenchmarkResult(metric_name=..., values=...): one of the two names
+        if (name is None) == (metric_name is None):
+            raise TypeError("BenchmarkResult: give name (or upstream's metric_name) exactly once")
+        if values is None:
+            raise TypeError("BenchmarkResult: values are required")
+        self.name, self.values, self.unit = name if metric_name is None else metric_name, values, unit
+        self.metadata = {} if metadata is None else metadata
+        self.__post_init__()
 
     def __post_init__(self):
         v = np.asarray(self.values, dtype=np.float64).reshape(-1)

@@ -256,9 +256,11 @@ class Profiler:
     # ---------------------------------------------- upstream TinyTorch's reports (docs/compat.md)
     def profile_forward_pass(self, model, input_tensor) -> dict:
         """Upstream's flat report of one forward pass, built from ``profile`` (timed on zeros
-        of ``input_tensor``'s shape and dtype): parameters, flops, latency_ms (median),
-        gflops_per_second, parameter_memory_mb, peak_memory_mb. Upstream's bottleneck and
-        "efficiency" guesses (against an assumed 100 GFLOP/s peak) are not reproduced.
+        of ``input_tensor``'s shape and dtype): parameters, flops (per sample, upstream's
+        convention: ``batch_flops`` over the first axis), batch_flops (``count_flops``, the whole
+        batch), latency_ms (median), gflops_per_second (batch_flops over the latency),
+        parameter_memory_mb, peak_memory_mb. Upstream's bottleneck and "efficiency" guesses
+        (against an assumed 100 GFLOP/s peak) are not reproduced.
 
         Args:
             model: a Layer (or any callable model with ``parameters()``).
@@ -269,8 +271,10 @@ class Profiler:
         mb = MB_TO_BYTES
         params = list(model.parameters()) if hasattr(model, "parameters") else []
         latency_ms = rep["latency"].median * 1e3
-        return {"parameters": rep["parameters"], "flops": rep["flops"], "latency_ms": latency_ms,
-                "gflops_per_second": rep["gflops_per_s"],
+        batch = arr.shape[0] if arr.ndim > 1 and arr.shape[0] > 0 else 1
+        return {"parameters": rep["parameters"], "flops": rep["flops"] // batch, "batch_flops": rep["flops"],
+                "latency_ms": latency_ms,
+                "gflops_per_second": (rep["flops"] / 1e9) / max(latency_ms / 1000.0, 1e-6),
                 "parameter_memory_mb": sum(p.data.nbytes for p in params) / mb,
                 "peak_memory_mb": rep["memory"]["combined_peak_bytes"] / mb}
 
@@ -299,10 +303,10 @@ class Profiler:
             p.grad = None
         total_ms = timed.median * 1e3
         grad_mb = fwd["parameter_memory_mb"]
-        total_flops = 3 * fwd["flops"]
-        return {"forward_flops": fwd["flops"], "forward_latency_ms": fwd["latency_ms"],
+        total_flops = 3 * fwd["batch_flops"]
+        return {"forward_flops": fwd["batch_flops"], "forward_latency_ms": fwd["latency_ms"],
                 "forward_memory_mb": fwd["peak_memory_mb"],
-                "backward_flops": 2 * fwd["flops"], "backward_latency_ms": max(total_ms - fwd["latency_ms"], 0.0),
+                "backward_flops": 2 * fwd["batch_flops"], "backward_latency_ms": max(total_ms - fwd["latency_ms"], 0.0),
                 "gradient_memory_mb": grad_mb, "total_flops": total_flops, "total_latency_ms": total_ms,
                 "total_memory_mb": fwd["peak_memory_mb"] + grad_mb,
                 "total_gflops_per_second": total_flops / timed.median / 1e9 if timed.median > 0 else float("nan"),
