@@ -24,7 +24,7 @@ import numpy as np
 
 from .core import attention as _attn
 from .core.tensor import Tensor
-from .core.transformer import MultiHeadAttention, _attend_mask  # MultiHeadAttention: upstream's, defined there
+from .core.transformer import MultiHeadAttention  # MultiHeadAttention: upstream's, defined there
 
 __all__ = ["MASK_VALUE", "scaled_dot_product_attention", "MultiHeadAttention"]
 

@@ -253,10 +253,7 @@ DYNAMIC_IMPORTS = {
 
 # Private names taken across files that are still to be made public: (importing file, name) ->
 # reason. Keep it empty; an entry that no longer matches fails the test.
-PRIVATE_IMPORTS_PENDING = {
-    ("tinytorch.compat", "tinytorch.core.transformer._attend_mask"):
-        "upstream's float mask -> attn_mask; core/transformer.py is being reworked for #31",
-}
+PRIVATE_IMPORTS_PENDING: dict = {}
 
 
 def _module_files() -> dict:
