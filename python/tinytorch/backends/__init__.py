@@ -31,6 +31,9 @@ Built in, one folder each, in the order a call meets them:
   reference/  numpy: the NumPy formulas of every door op (the package's formula library),
               never declines (numpy_fallback and attention_reference are its old names)
 Nothing here imports tinytorch.extensions: the extensions call down, through routes().
+
+Owns the registry, DOOR_OPS, the switch and the report; assumes a back end's probe never
+raises (one that does counts as unusable, with the exception as its reason).
 """
 from __future__ import annotations
 

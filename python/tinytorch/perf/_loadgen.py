@@ -33,6 +33,9 @@ How the settings are chosen (short runs on one machine, not a submission)
   Every test is capped at max(20 x min_duration_ms, 10 s) (LoadGen's max_duration_ms), a bound
   for a machine much slower than its calibration said. LoadGen's verdict (VALID / INVALID) is
   about those settings and is reported as LoadGen wrote it, with the unmet constraints.
+
+What it assumes: LoadGen's Python API (SUT, QSL, TestSettings, its summary and
+accuracy logs); MLPerf (perf/mlperf.py) gives the model's batch runner and the inputs.
 """
 from __future__ import annotations
 

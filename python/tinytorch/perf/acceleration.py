@@ -8,6 +8,8 @@ runtime when loaded, NumPy otherwise). See docs/compat.md.
 
 These return plain Tensors without autograd history, as upstream's do; use ``a @ b`` and
 ``activations.gelu`` in models.
+
+Owns only upstream's names, as adapters; assumes the kernel door and core.teaching.
 """
 from __future__ import annotations
 

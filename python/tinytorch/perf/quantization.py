@@ -10,6 +10,8 @@
       (per-tensor symmetric weight, real int8 matmul), plus upstream's q_weight,
       weight_zero_point, original_layer, calibrate() and memory_usage().
   quantize_model(model, calibration_data=None) -> None   in place, like upstream.
+
+Owns only upstream's names and conventions, as adapters; assumes core.quantization.
 """
 from __future__ import annotations
 

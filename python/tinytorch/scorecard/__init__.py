@@ -17,6 +17,9 @@ failed write never loses the results. Estimates (seconds, quick / full, measured
 
 Every measurement lives in its section's module; benchmarks/*.py call those functions for
 their larger reports, so each figure is measured by one piece of code.
+
+Owns the section registry, ``run_scorecard`` and ``check_output_folder``; assumes each
+section module's ``run(ctx)``, and writes scorecard.md atomically (tinytorch._atomic).
 """
 from __future__ import annotations
 

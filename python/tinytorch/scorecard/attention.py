@@ -12,6 +12,9 @@ with S) while the stock one grows as S^2; the tiled version is faster at the lar
 the size of the S x S matrices at S = 4096, 32 heads, from the formula. --quick: S = 256,
 512, 1024, 2048 with 4 heads; full: S = 512 .. 4096 with 8 heads.
 benchmarks/bench_attention.py calls ``peak_memory`` and ``flops``.
+
+Owns the attention section; assumes ``flash_attention`` and the core's
+``scaled_dot_product_attention``, timed with tinytorch.measure.
 """
 from __future__ import annotations
 

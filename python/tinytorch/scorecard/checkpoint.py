@@ -18,6 +18,9 @@ directly at a small T = D = 256 (--quick: 16 and 32 at T = D = 128). A row is re
 measured saving is within 5 points of the guide's (or better) and the overhead within 15
 points of +33 %. benchmarks/bench_checkpoint.py calls ``measure``, ``per_block_fit`` and
 ``model_numbers``.
+
+Owns the checkpoint section; assumes ``checkpoint_sequential`` and the core's
+TransformerBlock, timed with tinytorch.measure.
 """
 from __future__ import annotations
 

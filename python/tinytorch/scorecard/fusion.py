@@ -10,6 +10,9 @@ missing, returns something else (the older toy tracer returns source text), or f
 section reports "unavailable: <reason>" instead of failing. Report fields are looked up by
 name (a key or attribute naming eager/fused and bytes/ms/executor), so a dict or an object
 both work. Same size in --quick (the claim is about 10^7 elements: ~0.1 s per call).
+
+Owns the fusion section; assumes ``compile_graph`` and its ``report()``, timed with
+tinytorch.measure.
 """
 from __future__ import annotations
 

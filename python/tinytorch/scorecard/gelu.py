@@ -7,6 +7,9 @@ medians of measure.measure_rounds. The copy of the same bytes is timed beside th
 memory floor a one-pass kernel approaches. Reproduced when this machine's speedup is at
 least 0.8x the guide's 8.6x. benchmarks/bench_gelu.py calls ``numpy_unfused``,
 ``numpy_unfused_backward`` and ``python_loop_ns_per_element``.
+
+Owns the gelu section and the unfused expression bench_gelu.py reuses; assumes
+``simd_fused_bias_gelu``, timed with tinytorch.measure.
 """
 from __future__ import annotations
 

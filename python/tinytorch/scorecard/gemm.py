@@ -9,6 +9,9 @@ as in the guide's table. A guide row is reproduced when this machine's speedup i
 0.8x the guide's (faster counts as reproduced). Without the runtime the C rungs say why.
 benchmarks/bench_gemm.py calls ``sgemm_into``, ``python_loop_gflops`` and ``ladder``; milestone 07
 runs ``python_loop_matmul``.
+
+Owns the GEMM ladder section (its rungs, their timing, the guide's rows); assumes the
+runtime's ``tt_sgemm`` kernels (the C rungs say why without them) and tinytorch.measure.
 """
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ values and 8 bytes of Adam state each, is computed beside it, and the guide's ro
 compared with the measurement. --quick measures the same layer (the claim is about that
 size; a step takes a few seconds), as the full run does. benchmarks/bench_lora.py calls
 ``measure_projection`` for its part 1.
+
+Owns the lora section; assumes ``LoRALinear`` and the core's AdamW (bytes are those of
+the arrays that exist after the step).
 """
 from __future__ import annotations
 

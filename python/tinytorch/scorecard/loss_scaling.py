@@ -8,6 +8,9 @@ float32 master copy of MixedPrecisionOptimizer. Measured for the guide's g = 1e-
 not what IEEE float16 does: 1e-7 lies in float16's subnormal range (above 2^-25) and rounds
 to 2 x 2^-24 = 1.19e-7; the row says so. benchmarks/bench_loss_scaling.py calls
 ``half_weight_grad`` for its table 1.
+
+Owns the loss_scaling section; assumes ``MixedPrecisionOptimizer``, ``to_half`` and the
+float16 GEMM of the kernel door.
 """
 from __future__ import annotations
 

@@ -7,6 +7,9 @@ has been so far (elapsed / estimated-so-far, damped by a minute of prior). Insid
 a bar of the section's own steps: tqdm's bar (with its own ETA) when tqdm is installed,
 otherwise a plain line per step with the section's ETA, so a log file reads well too.
 Progress goes to stderr, the results to stdout and the files.
+
+Owns RunProgress (per-section bars, the run's ETA); assumes the registry's estimated
+seconds per section; tqdm is optional.
 """
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ this machine's with a verdict column, then the measured detail and the plots); t
 gets the same claim tables without the detail. Plots use matplotlib's Agg back end when
 matplotlib is importable; otherwise ``plotting_unavailable()`` gives the reason, which the
 file states once instead of each plot.
+
+Owns the layout of scorecard.md, the terminal summary and the plots; assumes the
+SectionResults of results.py; matplotlib is optional; figures are written atomically.
 """
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ always carries ``why``. Extra detail (the full measured table) goes in ``tables`
 Markdown lines, plots in ``plots`` (paths written by ``report.save_plot``), and the raw
 numbers in ``numbers`` for tests and other tools. A section that cannot run (its extension
 is missing, no GPU) returns ``unavailable(name, title, reason)`` instead of raising.
+
+Owns Claim, SectionResult and Context and the verdict helpers; assumes nothing beyond
+the standard library.
 """
 from __future__ import annotations
 

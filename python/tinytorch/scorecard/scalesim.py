@@ -11,6 +11,9 @@ most of it idle) plus a reference GEMM whose cycles were measured once with SCAL
 128 x 128). The extension is optional here: missing or failing, the section says
 "unavailable: <reason>". The engine that produced the cycles (SCALE-Sim or a fallback
 model) is stated in every row.
+
+Owns the scalesim section; assumes tinytorch.extensions.scalesim (``simulate`` with
+engine="auto") and the core's GPT.
 """
 from __future__ import annotations
 

@@ -51,6 +51,9 @@ One file per family of runtime/cpu/ (this file holds the probe and the registrat
   conv_ops.py       im2col, col2im, max pooling and its backward
   relu_ops.py       relu and its backward
   qgemm_ops.py      the INT8 GEMM (quantize_rows, quantized_pack / _matmul / _linear)
+
+Assumes: the one binding (tinytorch._native) and the runtime's own choice of ISA; arrays
+only (no back end imports the core or an extension).
 """
 from __future__ import annotations
 

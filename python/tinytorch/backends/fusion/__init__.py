@@ -13,6 +13,9 @@ A fused program runs on one of three executors, chosen by the extension itself
 executor ("fusion:numpy", in the extension: NumPy needs no back end). The probe says which
 executors this machine has and why one is missing. It only looks: finding a compiler is a
 PATH lookup (executors.compiler_on_path), and the first compile test-compiles.
+
+Assumes: the runtime's fusion library (``tt_fusion_*``) and programs the runtime
+validated (executors.NativeProgram); extensions/compile.py chooses the executor.
 """
 from __future__ import annotations
 

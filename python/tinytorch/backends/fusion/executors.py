@@ -22,6 +22,9 @@ and compared with its digest; a mismatch (a truncated or tampered file) is rebui
 
 The C source never contains a user string: the runtime emits it from the validated node
 list (README "The generated C").
+
+Assumes: the one binding (tinytorch._native); a compiled kernel is loaded once per process
+(``forget_loaded`` lets bench_fusion.py time a cache hit).
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ evaluated in the sigmoid form so it never overflows. Attention's tiled FlashAtte
 reference (the teaching version and test oracle) is flash_attention.py beside this file. Limits at infinity: gelu(+inf) = inf,
 gelu(-inf) = -0, gelu'(+inf) = 1, gelu'(-inf) = 0; NaN propagates (the native kernels
 follow the same rules, runtime/cpu/bias_gelu_kernels.h). Integer input gives float32.
+
+Owns the NumPy formulas of the door's ops; assumes NumPy only (no runtime, no core).
 """
 from __future__ import annotations
 

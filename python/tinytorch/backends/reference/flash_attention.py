@@ -10,6 +10,8 @@ is the textbook formula it must agree with. It lives with the back ends, not in 
 extension (extensions/flash_attn.py re-exports it), so that the door's NumPy fallback can
 use it without the core importing an extension. No S x S matrix is formed beyond one
 block of scores.
+
+Owns the tiled reference and its backward; assumes NumPy only.
 """
 from __future__ import annotations
 
