@@ -108,6 +108,14 @@ def main(out, mode, model_name):
             loss_fn(ddp(inputs(model_name, X[idx])), Y[idx]).backward()
         if mode != "skip" and not mode.startswith("zero"):  # ZeRO reduces the gradients itself
             ddp.sync_gradients()
+            # the averaged grads live in the buckets' buffers, the same arrays every step
+            buffers = ddp.bucket_buffers
+            if step == 0:
+                first_buffers = buffers
+            assert all(a is b for a, b in zip(buffers, first_buffers)), "DDP reallocated a bucket buffer"
+            assert dist.world_size() == 1 or all(any(np.shares_memory(p.grad, b) for b in buffers)
+                                                 for p in trainable), \
+                "a synchronised .grad is not a view of its bucket's buffer"
         opt.step()
     for before, (_, p) in zip(frozen, [(n, p) for n, p in model.named_parameters() if not p.requires_grad]):
         assert np.array_equal(before, p.data), "a frozen parameter changed"

@@ -15,8 +15,13 @@ flat buckets of about ``bucket_mb`` MB of one dtype), and the two ways to averag
     call also tests the requests in flight (Open MPI progresses non-blocking collectives only
     inside MPI calls). ``sync_gradients()`` starts what is left and waits.
 
-Both write the averaged gradient back as views of the bucket's flat array (a fresh array per
-step, so no ``.grad`` aliases a later step's buffer) and give the same bits. Frozen parameters
+Each bucket owns one flat buffer for the life of the wrapper, allocated and touched once at
+wrap time: an ``Allreduce`` on a fresh array each step paid for first-touch page faults and the
+MPI transport's handling of new memory (a 3.3 MB bucket on 2 ranks: 5.7 ms fresh vs 1.1 ms
+reused, raw ``Allreduce`` 0.6 ms). Packing scales by 1/N in the same pass (exact for N a power
+of two), so no pass divides afterwards; the averaged gradients are left in ``.grad`` as views of
+the buffer (PyTorch's ``gradient_as_bucket_view``): a ``.grad`` array kept from one step is
+overwritten by the next synchronised step (copy it to keep it). Both modes give the same bits. Frozen parameters
 are skipped; a missing ``.grad`` counts as zeros so every rank's buffers match; ``no_sync()``
 accumulates locally (hooks do nothing inside it), and the next synchronised backward averages
 the accumulated sums.
@@ -75,6 +80,8 @@ class DistributedDataParallel:
         _pg.check_same("DistributedDataParallel: the gradient bucket layout",
                         [(len(b), sum(p.data.size for p in b), str(b[0].data.dtype)) for b in self.buckets])
         self._bucket_of = {id(p): i for i, b in enumerate(self.buckets) for p in b}
+        # one buffer per bucket for the wrapper's life, touched now (zeros) so no step faults it in
+        self._flats = [np.zeros(sum(p.data.size for p in b), dtype=b[0].data.dtype) for b in self.buckets]
         self._reset_pass()
         self._hook_handles = []
         if overlap and _pg.world_size() > 1:
@@ -104,6 +111,12 @@ class DistributedDataParallel:
         """Run the wrapped model's forward on this rank's ``args`` / ``kwargs``."""
         return self.module(*args, **kwargs)
 
+    @property
+    def bucket_buffers(self) -> list:
+        """The flat gradient buffer of each bucket (the same arrays for the wrapper's life;
+        after ``sync_gradients()`` every synchronised ``.grad`` is a view of one of them)."""
+        return list(self._flats)
+
     def parameters(self):
         """The wrapped model's parameters (for the optimizer)."""
         return self.module.parameters()
@@ -123,18 +136,20 @@ class DistributedDataParallel:
     def _reset_pass(self) -> None:
         self._ready = [set() for _ in self.buckets]  # ids of parameters whose grad is final
         self._next = 0  # the next bucket to start (buckets start in index order on every rank)
-        self._flats = [None] * len(self.buckets)
         self._requests = []
 
     def _pack(self, i: int) -> np.ndarray:
-        bucket = self.buckets[i]
-        flat = np.empty(sum(p.data.size for p in bucket), dtype=bucket[0].data.dtype)
+        """Bucket i's gradients, each times 1/N, into its flat buffer (one pass)."""
+        flat, scale = self._flats[i], 1.0 / _pg.world_size()
         off = 0
-        for p in bucket:
+        for p in self.buckets[i]:
             k = p.data.size
-            flat[off:off + k] = 0 if p.grad is None else np.asarray(p.grad).reshape(-1)
+            part = flat[off:off + k]
+            if p.grad is None:
+                part[:] = 0
+            else:  # (a .grad that is already this view is scaled in place: same positions)
+                np.multiply(np.asarray(p.grad).reshape(-1), scale, out=part, casting="unsafe")
             off += k
-        self._flats[i] = flat
         return flat
 
     def _start(self, i: int) -> None:
@@ -176,8 +191,7 @@ class DistributedDataParallel:
             else:
                 for i in range(len(self.buckets)):
                     _pg.all_reduce(self._pack(i), "sum")
-            for bucket, flat in zip(self.buckets, self._flats):
-                flat /= n
+            for bucket, flat in zip(self.buckets, self._flats):  # already averaged: views only
                 off = 0
                 for p in bucket:
                     k = p.data.size
