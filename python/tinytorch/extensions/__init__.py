@@ -18,6 +18,9 @@
 Every extension follows the contract in docs/extending.md, and importing this package never
 fails: each extension looks up its optional dependencies (the runtime library, a compiler, a
 device) at call time and falls back to NumPy, so the imports below are plain imports.
+
+Owns the package's list of names (the guide's import paths); assumes every module imports
+without its optional dependencies.
 """
 from __future__ import annotations
 

@@ -41,6 +41,9 @@ Import it as ``from tinytorch.extensions import checkpoint, checkpoint_sequentia
 module is named ``activation_checkpoint`` (not ``checkpoint``) so that the package
 attribute ``tinytorch.extensions.checkpoint`` is the function and this module stays
 reachable as ``tinytorch.extensions.activation_checkpoint``.
+
+Assumes: the core's autograd (Function, the grad modes) and the framework generator, whose
+state is restored so a recomputed forward draws the same random numbers.
 """
 from __future__ import annotations
 

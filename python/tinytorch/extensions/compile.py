@@ -38,6 +38,10 @@ back to the interpreter. ``last_path()`` says what ran ("fusion:compiled",
 Upstream's form ``compile_graph(fn, "x", "bias", "scale")`` (argument names, no arrays)
 still returns the fused expression's Python source (``str()`` and ``.source``), traced with
 upstream's ``TracedNode``.
+
+Owns compile_graph, CompiledGraph, the executor choice and the report; assumes
+fusion_trace / fusion_ir / fusion_grad for the programs and the fusion back end
+(backends/fusion/: the runtime program, the C compiler, the kernel cache) to run them.
 """
 from __future__ import annotations
 

@@ -42,6 +42,9 @@ online-softmax equations written out line by line, tile by tile, in
 the door's NumPy fallback, and the core must not import an extension).
 ``attention_naive`` is the textbook formula it must agree with. Everything goes through the kernel door
 (``tinytorch.core.acceleration.attention`` / ``attention_backward``).
+
+Owns the user-facing API (argument contract, autograd); assumes the door's attention and
+attention_backward (the runtime's kernel, or the NumPy reference of backends/reference/).
 """
 from __future__ import annotations
 

@@ -21,6 +21,8 @@ input's shape is written at every domain point.
 Derivative conventions follow the eager autograd: relu' = 1 where x > 0, |x|' = sign(x)
 (0 at 0), max/min split ties evenly (reductions by the number of tied maxima, the binary
 ops half each).
+
+Assumes: fusion_ir's Program and node kinds; programs in, programs out (no arrays).
 """
 from __future__ import annotations
 

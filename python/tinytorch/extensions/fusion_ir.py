@@ -9,6 +9,9 @@ of each node (full / row / constant) and the DRAM accounting of the report.
 
 Nothing here executes a program: fusion_numpy.py (NumPy) and fusion_cc.py (the runtime's
 interpreter and compiled C) do.
+
+Assumes: the runtime's IR version 1 (runtime/fusion/README.md), which the C side
+validates again before anything runs.
 """
 from __future__ import annotations
 

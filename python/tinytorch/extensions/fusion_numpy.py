@@ -5,6 +5,9 @@ dtype: what runs when the runtime library is missing, lacks the tt_fusion_* func
 native path is switched off. It materialises every intermediate (it is the fallback, not the
 fast path). The formulas are the package's own: the stable sigmoid and the tanh-form GELU of
 backends/numpy_fallback.py, the error function of core/activation_ops.py.
+
+Assumes: the NumPy formulas of backends/reference/ (GELU, sigmoid) and the core's erf, so
+the NumPy executor computes what the door computes.
 """
 from __future__ import annotations
 

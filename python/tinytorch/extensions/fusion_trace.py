@@ -21,6 +21,9 @@ What traces (everything else raises ``UnsupportedOperation`` naming the op):
 The domain of the program is the broadcast shape of all array arguments (rank >= 1); every
 node is evaluated over it. A reduction of a value that is constant along the row (its last
 axis has size 1) is the value itself, so no reduction node is emitted for it.
+
+Owns ``trace`` and ``TracedValue``; assumes fusion_ir's Program (nothing is computed while
+tracing).
 """
 from __future__ import annotations
 

@@ -31,6 +31,9 @@ Contract: a Tensor input gives a Tensor on the tape; an ndarray input gives an n
 (computed without recording). There is no native code here: both matmuls go through the
 core ``Linear`` function and hence ``core.acceleration`` (``acceleration.last_path()``
 reports what ran). ``alpha=None`` means ``alpha = rank`` (scaling 1).
+
+Assumes: the core's Linear (its LinearFunction and Parameters), the framework generator
+for the initial A, and core.safetensors_files for the adapter files.
 """
 from __future__ import annotations
 

@@ -38,6 +38,8 @@ Overflow detection is one reduction per gradient array (a sum, which is inf/NaN 
 when some element is, barring a float32 overflow of the sum itself, which float16 inputs
 cannot reach); unscaling is one in-place multiply. No native path: both are single
 vectorised NumPy passes over the gradients.
+
+Assumes: only the core's Tensor and NumPy.
 """
 from __future__ import annotations
 

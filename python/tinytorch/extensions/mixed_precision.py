@@ -37,6 +37,9 @@ Typical step::
 No native path here: float16 matmuls go through ``core.acceleration`` like every other
 matmul, so a native float16 GEMM (f16 storage, f32 accumulation) speeds this up without a
 change to this file; ``acceleration.last_path()`` reports which ran.
+
+Assumes: the core's optimizers (AdamW by default) for the float32 master update, and
+``bump_version`` to mark the float16 copies as changed.
 """
 from __future__ import annotations
 

@@ -35,6 +35,9 @@ companion of Muon for those parameters: the core's ``adam_update``, so exactly `
 
 No native path: the GEMMs of the Newton-Schulz iteration go through
 ``core.acceleration.gemm``, so they run on the runtime's GEMM when it is routed there.
+
+Owns Lion and Muon; assumes the core's Optimizer base class (parameter list, state) and
+``adam_update``.
 """
 from __future__ import annotations
 

@@ -36,6 +36,9 @@ rules; mismatched inner sizes raise ``ValueError("Incompatible matrix dimensions
 (M, K) x (K2, N)")``. ``simd_fused_bias_gelu(x, bias)`` takes x of shape [..., D] and bias
 of shape (D,) or None; any other bias shape raises ``ValueError("bias must have shape
 (D,), got ...")``.
+
+Owns the user-facing API (the dtype rule, the shape checks, autograd); assumes the door for
+every kernel call.
 """
 from __future__ import annotations
 

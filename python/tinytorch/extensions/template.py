@@ -36,6 +36,9 @@ The course template's own worked examples (``CustomScaledShift``, ``custom_scale
 
 Shapes: ``a`` is (..., K) (leading axes are folded into rows, like ``Linear``), ``b`` is
 (K, N); the result is (..., N). Import never fails: the runtime is looked up lazily.
+
+Assumes: the loaded runtime (``native_library()``: None when missing or switched off) and
+the argument contract of contract.py.
 """
 from __future__ import annotations
 

@@ -23,6 +23,9 @@ Interoperability (contract point 2): an ndarray in gives an ndarray out; a Tenso
 Tensor on the autograd tape. Where upstream's examples return plain Tensors off the tape
 (``custom_accelerated_op``), the ones here are differentiable too: gradients are the same
 values upstream code would compute by hand, so nothing it relies on changes.
+
+Assumes: the core's Function, Layer and Parameter, and the kernel door for the
+accelerated example.
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ it. This extension (architecture boundary) answers that with SCALE-Sim 3.0.0:
 
 Nothing here imports SCALE-Sim (it runs in a subprocess) and import never fails. The guide
 and the measured agreement of the two engines: docs/scalesim.md.
+
+Assumes: SCALE-Sim itself is optional (run in its own interpreter by runner.py); without
+it ``simulate`` can use the closed form of analytical.py.
 """
 from __future__ import annotations
 

@@ -12,6 +12,8 @@ at one array row (``cols`` words) per cycle, and reports the bandwidth the run n
 interface run at ``bandwidth`` words/cycle (written to the config's ``Bandwidth`` field,
 which sets the output interface, and to the layout section's per-bank bandwidths, which
 set the two read interfaces), so stalls appear when the array outruns memory.
+
+Owns ArrayConfig and DATAFLOWS; assumes nothing beyond the standard library.
 """
 from __future__ import annotations
 

@@ -17,6 +17,8 @@ tests that run the real simulator), and nothing else writes these formats.
   layout    SCALE-Sim opens it even when no custom layout is used: a header-only CSV.
 
 Layer names are sanitised (commas, whitespace) because the topology is comma-separated.
+
+Assumes: SCALE-Sim 3.0.0's file formats; files are written atomically (tinytorch._atomic).
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ non-numeric cell or the wrong number of rows raises ``MalformedReportError`` (a 
 naming the file and the problem, never a KeyError deep inside. The trace streams are
 summarised (requests and the peak requests in one cycle per operand and level) instead of
 being kept: they are megabytes per layer.
+
+Owns the report parsers and MalformedReportError; assumes SCALE-Sim 3.0.0's report
+columns (a report that does not match them is an error, never a guess).
 """
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ the layer's shape (what SCALE-Sim simulated); a batched product (``batch`` > 1, 
 attention product per head) counts ``batch`` times in the model totals, which is where the
 batch is applied. Cycle, read and write counts are SCALE-Sim's; utilisation and mapping
 efficiency are percentages; bandwidths are words per cycle.
+
+Owns LayerResult and SimulationResult; assumes nothing beyond the standard library.
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ in its own process group, reads its "Running Layer i" lines for a progress displ
 (tqdm when installed, else one line per layer on stderr), and kills the group when the
 timeout passes (``ScaleSimTimeout``). Failures say what to do: ``ScaleSimUnavailable``
 carries how to get SCALE-Sim, ``ScaleSimError`` the simulator's last output lines.
+
+Assumes: SCALE-Sim is installed in its own interpreter (a managed virtual environment or
+a given one), reached only through a subprocess.
 """
 from __future__ import annotations
 

@@ -8,6 +8,9 @@ managed environment on first use, unless ``TINYTORCH_SCALESIM_INSTALL=0``) and o
 analytical model, with the reason in ``result.reason``. SCALE-Sim simulates each layer on
 its own, so products of one shape are simulated once and the figures reused for every
 product of that shape (``deduplicate``): a 4-block GPT costs one block's simulation.
+
+Assumes: the files, runner and reports modules for the real SCALE-Sim and analytical.py
+for the closed form; a temporary folder per run.
 """
 from __future__ import annotations
 

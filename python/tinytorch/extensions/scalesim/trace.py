@@ -26,6 +26,9 @@ What is recorded, per product:
 Attention through FlashAttention is recorded as its two products (scores = Q K^T and
 context = P V) per head, in full: the simulator sees the work of the textbook formula, not
 the causal block skipping of the kernel. Products with a zero size (no work) are skipped.
+
+Owns Gemm, GemmTracer, trace_gemms and SimulatedLinear; assumes the core's Layer and
+Linear, and the kernel door's GEMMs to observe.
 """
 from __future__ import annotations
 

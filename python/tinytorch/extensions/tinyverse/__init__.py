@@ -13,6 +13,9 @@ The pipeline, offline: generate a corpus from a seed -> the package's character 
 ``DataLoader(ShardDataset(...))``) serves views of the map as Tensors -> ``Trainer.train_epoch``
 -> ``ASTValidityHook`` scores greedy completions of held-out prompts with ``ast.parse``.
 See docs/tinyverse.md.
+
+Owns the subpackage's names (shards, corpora, gate); assumes the core's tokenizer,
+data loader and GPT, as its modules say.
 """
 from __future__ import annotations
 

@@ -20,6 +20,9 @@ several phrasings; one phrasing per concept is held out (its prompts are "Q: <qu
 A ``Corpus`` carries ``train`` (the text), ``heldout`` (prompts), ``heldout_names`` (TinyPy:
 the function names a completion must define), ``manifest`` and ``tokenizer()`` (the package's
 character ``Tokenizer`` fitted on the train text; held-out prompts use only its characters).
+
+Owns Corpus, generate_tinypy and generate_tinytalks; assumes the core's Tokenizer, and
+writes every corpus file atomically (tinytorch._atomic).
 """
 from __future__ import annotations
 

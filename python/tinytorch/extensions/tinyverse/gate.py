@@ -25,6 +25,9 @@ Python's own parser in the evaluation loop:
     the hook between windows, until ``seconds`` of training time (CPU seconds of the process by
     default: single-core time on one thread, whatever else shares the machine; evaluation time
     is not counted, and is reported apart). Returns the curve and the final completions.
+
+Assumes: the core's GPT, Trainer, KV cache and cross-entropy, and the shards and corpora
+of this subpackage.
 """
 from __future__ import annotations
 

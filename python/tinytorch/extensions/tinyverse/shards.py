@@ -41,6 +41,9 @@ of being respawned forever; each opens the shard itself and ships arrays back, w
 copy that in-process loading avoids. A shard replaced on disk after the parent opened it is a
 ValueError from the iteration naming the file (a worker's own failure travels back with the
 first batch it is asked for; a worker that dies is a RuntimeError naming the shard).
+
+Assumes: the core's Dataset and Tensor; a shard file is replaced atomically
+(tinytorch._atomic), and worker processes use spawn.
 """
 from __future__ import annotations
 
