@@ -11,6 +11,9 @@ Top-level names are loaded lazily, so `import tinytorch` stays cheap:
     Profiler, precise_timer, MLPerf             measurement
     set_num_threads, get_num_threads            kernel threads
 Code written for the course's (upstream) TinyTorch: see docs/compat.md.
+
+Owns the lazy facade (_LAZY: name -> module, loaded on first access) and the thread-count
+functions; assumes only the binding at import (_allocator, native), so importing stays cheap.
 """
 from __future__ import annotations
 

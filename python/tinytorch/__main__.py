@@ -10,6 +10,8 @@
     tinytorch launch -n N [--hostfile F] [--threads K] [--oversubscribe] [--dry-run] script.py [args]
                        run script.py on N MPI ranks (mpirun/mpiexec, the venv's first; one runtime
                        thread per rank unless told otherwise; works as root)
+
+Owns the command line; assumes each command's module (imported when the command runs).
 """
 from __future__ import annotations
 

@@ -11,6 +11,9 @@ TRIM_THRESHOLD of free memory at its top is kept for reuse instead of being retu
 
 Applied once, at ``import tinytorch``, only on Linux with glibc (elsewhere nothing happens);
 ``TINYTORCH_MALLOC=default`` leaves the allocator alone. ``tuning()`` says what was done.
+
+Owns the two mallopt settings, made once at import; assumes glibc (elsewhere, or with
+TINYTORCH_MALLOC=default, nothing is changed).
 """
 from __future__ import annotations
 

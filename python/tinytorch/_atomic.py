@@ -10,6 +10,9 @@ what ``open`` would give it under the umask, or ``mode`` when the caller forces 
 ``os.replace`` moves it into place; the folder is fsync'ed so the rename itself survives a
 crash. A reader sees the old file or the new one, never a mix; on an error the temporary
 file is removed and the target is untouched.
+
+Assumes: a POSIX-like rename that replaces its target in one step (os.replace); a folder
+whose entries cannot be fsynced is skipped (fsync_folder).
 """
 from __future__ import annotations
 

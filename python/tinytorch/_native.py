@@ -13,6 +13,9 @@ Where the library is looked for, in order:
 Never raises on import: if the library is missing, is not a loadable library, or
 lacks a symbol, `lib` is None and `reason()` says why, so every caller can fall
 back to NumPy. Everything here is private; the public view is tinytorch.native.
+
+Assumes: the library matches include/tinytorch/tinytorch.h (a missing symbol leaves the
+library unloaded, with the reason); nothing here imports another tinytorch module.
 """
 from __future__ import annotations
 

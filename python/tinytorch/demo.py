@@ -4,6 +4,9 @@ Trains a small MLP on the bundled 8x8 digits data with Adam for a few epochs and
 prints, per epoch, the training loss, test accuracy, throughput and which kernel
 path the matmuls took, so one command shows the whole stack working: the native
 runtime (or the NumPy fallback), autograd, layers, optimizer, data loader.
+
+Owns `tinytorch demo`'s run; assumes the bundled digits data and the core (layers, Adam, data
+loader).
 """
 from __future__ import annotations
 

@@ -22,6 +22,9 @@ fsync'ed before the model file that names it replaces the old one, so a kill lea
 model with its old data or the new model with its new data; the previous export's data file is
 removed after). ``onnx`` is an optional extra: ``import tinytorch`` never imports it, and
 ``to_onnx`` without it raises ImportError saying what to install.
+
+Assumes: the onnx package (optional: a missing one is an ImportError naming the extra) and
+the emitters of _export_layers.py; files are written atomically (tinytorch._atomic).
 """
 from __future__ import annotations
 

@@ -19,6 +19,9 @@ Names
   NAME selects every script whose name contains it (case-insensitive): "04", "cnn", "lora",
   "05_2017_transformer" (all of milestone 05, in order), "mlperf", "kernels". `tinytorch
   milestone list` prints them all.
+
+Owns finding and running the milestone scripts; assumes the scripts run alone in a fresh
+interpreter (sys.executable), their exit status being the verdict.
 """
 from __future__ import annotations
 

@@ -8,6 +8,9 @@
 
 When the library is missing or cannot be loaded, `available()` is False,
 `info()["reason"]` says why, and every kernel falls back to NumPy.
+
+Owns the public runtime view (available, info, set_isa, memory_stats); assumes the one
+binding, tinytorch._native.
 """
 from __future__ import annotations
 

@@ -31,6 +31,9 @@ A thin module over this package's measurements, with upstream's names and keys:
 Nothing is printed at import (upstream prints a line per definition); ``benchmark_model`` prints
 its summary like upstream. Timings mean something only on a quiet machine: ``system_info``
 records the platform, CPU and load average next to them.
+
+Owns upstream's capstone names and submission keys; its measurements are the package's own
+(tinytorch.measure, perf.benchmarking, perf.profiling).
 """
 from __future__ import annotations
 

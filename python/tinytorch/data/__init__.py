@@ -6,6 +6,8 @@ images (1797, 8, 8) and int64 labels. Licence: CC BY 4.0, see LICENSE-digits.txt
 
 ``digits_split(test_fraction, seed)`` gives a fixed, class-stratified train/test split
 as float32 images scaled to [0, 1], which is what the tests and milestones use.
+
+Owns load_digits and digits_split; assumes only NumPy and the bundled digits.npz.
 """
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ it, and a single process without MPI is world size 1 where every collective is t
 
 Launch with ``tinytorch launch -n 2 script.py`` or ``mpirun -n 2 python script.py``; an uncaught
 exception on any rank aborts every rank (docs/distributed.md).
+
+Owns the package's names and ``launch``; assumes the modules it lists (mpi4py optional).
 """
 from .ddp import DistributedDataParallel
 from .process_group import (all_gather, all_reduce, available, barrier, broadcast, finalize, init,

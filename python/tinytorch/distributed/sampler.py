@@ -1,5 +1,8 @@
 """DistributedSampler: each rank's disjoint shard of a dataset's indices, as PyTorch's sampler
-(shuffled with ``seed + epoch``, the same permutation on every rank; padding or drop-last)."""
+(shuffled with ``seed + epoch``, the same permutation on every rank; padding or drop-last).
+
+Owns DistributedSampler; assumes the process group's rank and world size.
+"""
 from __future__ import annotations
 
 import numpy as np
