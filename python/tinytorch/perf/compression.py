@@ -187,7 +187,10 @@ class Compressor:
         unknown = sorted(set(compression_config) - set(names))
         if unknown:
             raise ValueError(f"Compressor.compress_model: unknown entries {unknown}; use {sorted(names)}")
-        return model, compress_model(model, {names[k]: v for k, v in compression_config.items()})
+        stats = compress_model(model, {names[k]: v for k, v in compression_config.items()})
+        final = stats["final_sparsity"] / 100.0
+        return model, {"original_sparsity": stats["original_sparsity"] / 100.0, "final_sparsity": final,
+                       "compression_ratio": stats["compression_ratio"], "applied": stats["applied"]}
 
 
 _PIPELINE = ("magnitude_prune", "structured_prune")  # the order compress_model applies them in
@@ -197,8 +200,8 @@ def compress_model(model, compression_config: dict) -> dict:
     """Upstream's compression pipeline: ``magnitude_prune`` then ``structured_prune``, each
     optional, in place. Every entry is checked first (a fraction in [0, 1], a known name), so
     a bad config changes no weight. Returns stats: original_sparsity and final_sparsity
-    (fractions of zeros in the prunable weights), compression_ratio = 1 / (1 - final) and
-    the applied steps.
+    (percent of zeros in the prunable weights, as ``measure_sparsity``), compression_ratio =
+    1 / (1 - final / 100) and the applied steps.
 
     Args:
         model: a Layer, or a plain model class holding Layers.
@@ -212,12 +215,12 @@ def compress_model(model, compression_config: dict) -> dict:
         raise ValueError(f"compress_model: unknown entries {unknown}; the pipeline knows {list(_PIPELINE)}")
     steps = [(name, _c.check_fraction(compression_config[name], f"compress_model: {name}"))
              for name in _PIPELINE if name in compression_config]
-    stats = {"original_sparsity": Compressor.measure_sparsity(model)}
+    stats = {"original_sparsity": measure_sparsity(model)}
     for name, fraction in steps:
         (magnitude_prune if name == "magnitude_prune" else structured_prune)(model, fraction)
-    final = Compressor.measure_sparsity(model)
+    final = measure_sparsity(model)
     stats.update(final_sparsity=final, applied=[name for name, _ in steps],
-                 compression_ratio=1.0 / (1.0 - final) if final < 1.0 else float("inf"))
+                 compression_ratio=1.0 / (1.0 - final / 100.0) if final < 100.0 else float("inf"))
     return stats
 
 
