@@ -35,8 +35,8 @@ from __future__ import annotations
 from .. import _native
 from .. import backends as _backends
 from ..backends.cuda import LAST_RUN, STAGES, device_kind
-from .contract import any_tensor, array_of, as_tensor, kernel_dtype
-from .gpu_matmul import cpu_fallback
+from .contract import any_tensor, as_tensor
+from .gpu_matmul import cpu_fallback, host_operands
 from .simd_ops import SimdMatmulFunction
 
 __all__ = ["STAGES", "has_cuda_support", "cuda_build_info", "cuda_matmul", "cuda_last_run",
@@ -100,8 +100,7 @@ def cuda_matmul(a, b, stage: str = "tiled"):
             raise RuntimeError("cuda_matmul: device arrays were given but the CUDA kernels cannot "
                                "run here: " + LAST_RUN.why_not())
         return _backends.routes("cuda_matmul")[0](a, b, stage)
-    a_arr = kernel_dtype(array_of(a, "cuda_matmul", "a"), "cuda_matmul", "a")
-    b_arr = kernel_dtype(array_of(b, "cuda_matmul", "b"), "cuda_matmul", "b")
+    a_arr, b_arr = host_operands(a, b, "cuda_matmul")
     out = cpu_fallback(a, b, a_arr, b_arr, LAST_RUN, usable=has_cuda_support(),
                        where="the CUDA stages", computes="the CUDA stages compute")
     if out is not None:

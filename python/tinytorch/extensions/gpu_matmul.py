@@ -1,21 +1,36 @@
-"""gpu_matmul: the CPU fallback rule that ``cuda_matmul`` and ``mps_matmul`` share.
+"""gpu_matmul: what ``cuda_matmul`` and ``mps_matmul`` share on the host side.
 
-Owns which host products a GPU matmul extension sends to its device: 2-D float32 operands
-while the device's back end routes the op. Any other product runs ``simd_matmul`` (the CPU
-door) and the back end's ``LastRun`` files "cpu" with the reason: the back end's own
+Owns the operands' contract (``host_operands``: Tensor or ndarray, the dtype rule) and the
+CPU fallback rule (``cpu_fallback``): a host product goes to the device only as 2-D float32
+operands while the device's back end routes the op. Any other product runs ``simd_matmul``
+(the CPU door) and the back end's ``LastRun`` files "cpu" with the reason: the back end's own
 (no library, no device, switched off), a batched product, or float64 (kept on the CPU so its
 precision is kept).
 
-Assumes: the operands' arrays already passed the dtype rule (``contract.kernel_dtype``), so
-they are float32 or float64; shape errors are the caller's (after this rule, as before).
+Assumes: ``cpu_fallback`` gets arrays that passed the dtype rule, so float32 or float64;
+shape errors are the caller's (after this rule, as before).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .contract import array_of, kernel_dtype
 from .simd_ops import simd_matmul
 
-__all__ = ["cpu_fallback"]
+__all__ = ["host_operands", "cpu_fallback"]
+
+
+def host_operands(a, b, who: str) -> tuple:
+    """(a's array, b's array) after the argument contract: a Tensor or an ndarray each
+    (TypeError otherwise), the dtype rule applied (``contract.kernel_dtype``).
+
+    Args:
+        a: the first operand as given.
+        b: the second operand as given.
+        who: the public function's name, for the messages.
+    """
+    return (kernel_dtype(array_of(a, who, "a"), who, "a"),
+            kernel_dtype(array_of(b, who, "b"), who, "b"))
 
 
 def cpu_fallback(a, b, a_arr: np.ndarray, b_arr: np.ndarray, last_run, *, usable: bool,

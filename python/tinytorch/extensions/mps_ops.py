@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from .. import backends as _backends
 from ..backends.mps import LAST_RUN, page_aligned_empty
-from .contract import any_tensor, array_of, as_tensor, kernel_dtype
-from .gpu_matmul import cpu_fallback
+from .contract import any_tensor, as_tensor
+from .gpu_matmul import cpu_fallback, host_operands
 from .simd_ops import SimdMatmulFunction
 
 __all__ = ["has_mps_support", "mps_build_info", "mps_matmul", "mps_last_run",
@@ -76,8 +76,7 @@ def mps_matmul(a, b):
         a: [M, K] Tensor or ndarray.
         b: [K, N] Tensor or ndarray.
     """
-    a_arr = kernel_dtype(array_of(a, "mps_matmul", "a"), "mps_matmul", "a")
-    b_arr = kernel_dtype(array_of(b, "mps_matmul", "b"), "mps_matmul", "b")
+    a_arr, b_arr = host_operands(a, b, "mps_matmul")
     out = cpu_fallback(a, b, a_arr, b_arr, LAST_RUN, usable=has_mps_support(),
                        where="MPS", computes="MPS computes")
     if out is not None:
