@@ -8,11 +8,12 @@ never does. This script shows whether that holds on this machine.
 
 Calls (float32): bias + GELU 512x1024, GEMM N = 256 and 1024, attention 1x4x256x64 (not
 causal), a GPT training step (vocab 65, context 128, 4 layers, 4 heads, d 128, batch 8,
-AdamW) and the small CNN step of bench_training.py (batch 64, Adam). Each runs in a fresh
-child process per (engine, threads): TinyTorch at 1 thread and at its default, PyTorch at 1
-and at its default, and, with --baseline DIR, an earlier checkout of TinyTorch (its
-python/ and built library) the same way, so before and after are measured in the same run
-under the same load. The load: --load busy-loop processes (default: one, i.e. one busy
+AdamW) and the small CNN step of bench_training.py (batch 64, Adam). Each engine runs in a
+fresh child process per load: TinyTorch, PyTorch and, with --baseline DIR, an earlier checkout
+of TinyTorch (its python/ and built library), so before and after are measured in the same
+run under the same load. Inside a child every call is timed at 1 thread and at the default in
+alternating rounds (5 rounds, the order flipping each round), so drift in the machine's own
+load hits both thread counts alike and the ratio between them is what the threads did. The load: --load busy-loop processes (default: one, i.e. one busy
 core), started before and stopped after each loaded measurement; each also stops by itself
 after --max-load-seconds, so nothing outlives the script.
 
@@ -40,9 +41,12 @@ CALLS = ["bias_gelu 512x1024", "gemm 256", "gemm 1024", "attention 1x4x256x64", 
 
 # ----------------------------------------------------------------------------- the child
 
-def worker(engine: str, threads: int, calls: int) -> dict:
-    """Per call name: the sorted per-call times in ms (run in a child: engine 'tinytorch' or
-    'torch', on `threads` threads (0: the engine's default))."""
+ROUNDS = 5
+
+
+def worker(engine: str, thread_counts: list, calls: int) -> dict:
+    """Per thread count, per call name: the sorted per-call times in ms (run in a child: engine
+    'tinytorch' or 'torch'). The thread counts take turns in ROUNDS rounds per call."""
     import numpy as np
 
     import _common as C
@@ -84,31 +88,36 @@ def worker(engine: str, threads: int, calls: int) -> dict:
                "gemm 256": lambda: acc.matmul(a256, b256), "gemm 1024": lambda: acc.matmul(a1k, b1k),
                "attention 1x4x256x64": lambda: flash_attention(q, q, q),
                "GPT step": gpt_step, "CNN step": cnn_step}
-    n = threads or os.cpu_count() or 1
-    out = {"threads": n}
-    with C.Threads(n):
+    out = {str(n): {} for n in thread_counts}
+    try:
+        from tinytorch import native
+        native.reset_thread_stats()
+    except (AttributeError, RuntimeError):
+        native = None
+    for name in CALLS:
+        fn = fns[name]
+        reps = calls if "step" not in name else max(10, calls // 4)
+        reps = reps if name != "gemm 1024" else max(10, calls // 2)
+        per_round = max(2, -(-reps // ROUNDS))
+        times = {n: [] for n in thread_counts}
+        for n in thread_counts:  # warm-up at each count (the pool starts its workers here)
+            with C.Threads(n):
+                for _ in range(max(3, reps // 10)):
+                    fn()
+        for r in range(ROUNDS):
+            for n in (thread_counts if r % 2 == 0 else thread_counts[::-1]):
+                with C.Threads(n):
+                    for _ in range(per_round):
+                        t0 = time.perf_counter()
+                        fn()
+                        times[n].append((time.perf_counter() - t0) * 1e3)
+        for n in thread_counts:
+            out[str(n)][name] = sorted(times[n])
+    if native is not None and engine == "tinytorch":
         try:
-            from tinytorch import native
-            native.reset_thread_stats()
-        except (AttributeError, RuntimeError):
-            native = None
-        for name in CALLS:
-            fn = fns[name]
-            reps = calls if "step" not in name else max(10, calls // 4)
-            reps = reps if name != "gemm 1024" else max(10, calls // 2)
-            for _ in range(max(3, reps // 10)):
-                fn()
-            times = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-            out[name] = sorted(times)
-        if native is not None and engine == "tinytorch":
-            try:
-                out["pool"] = native.thread_stats()
-            except AttributeError:
-                pass
+            out["pool"] = native.thread_stats()  # only the multi-thread turns start jobs
+        except AttributeError:
+            pass
     return out
 
 
@@ -119,7 +128,7 @@ def percentile(sorted_ms, p):
     return float(np.percentile(sorted_ms, p))
 
 
-def run_child(engine, threads, calls, baseline=None):
+def run_child(engine, thread_counts, calls, baseline=None):
     env = dict(os.environ)
     env.pop("OMP_NUM_THREADS", None)
     script = os.path.abspath(__file__)
@@ -129,7 +138,8 @@ def run_child(engine, threads, calls, baseline=None):
         lib = [os.path.join(baseline, d, "libtinytorch.so") for d in ("build", "build/release")]
         env["TINYTORCH_LIB"] = next((p for p in lib if os.path.exists(p)), lib[0])
         env["TT_BENCH_BASELINE"] = "1"
-    done = subprocess.run([sys.executable, script, "--worker", engine, str(threads), str(calls)],
+    done = subprocess.run([sys.executable, script, "--worker", engine, ",".join(map(str, thread_counts)),
+                           str(calls)],
                           capture_output=True, text=True, env=env, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"{engine} child failed: {done.stderr[-2000:]}")
@@ -158,8 +168,8 @@ def main():
     engines = [("tinytorch", None)] + ([("baseline", args.baseline)] if args.baseline else []) + \
               ([("torch", None)] if have_torch else [])
     default = os.cpu_count() or 1
-    results = {}
-    total = 2 * len(engines) * 2
+    results, pools = {}, []
+    total = 2 * len(engines)
     done = 0
     started = time.time()
     for load in (0, args.load):
@@ -167,13 +177,16 @@ def main():
         try:
             time.sleep(0.5 if load else 0)
             for name, base in engines:
+                engine = "torch" if name == "torch" else "tinytorch"
+                got = run_child(engine, [1, default], args.calls, base)
                 for threads in (1, default):
-                    engine = "torch" if name == "torch" else "tinytorch"
-                    results[(load, name, threads)] = run_child(engine, threads, args.calls, base)
-                    done += 1
-                    eta = (time.time() - started) / done * (total - done)
-                    print(f"[{done}/{total}] load {load}, {name}, {threads} thread(s) done; ~{eta:.0f} s left",
-                          flush=True)
+                    results[(load, name, threads)] = got[str(threads)]
+                if load and "pool" in got:
+                    pools.append((name, got["pool"]))
+                done += 1
+                eta = (time.time() - started) / done * (total - done)
+                print(f"[{done}/{total}] load {load}, {name}, 1 and {default} threads done; ~{eta:.0f} s left",
+                      flush=True)
         finally:
             stop_load(procs)
 
@@ -196,13 +209,12 @@ def main():
                     verdicts.append(f"- {call}: default-thread p50 {r50:.2f}x, p99 {r99:.2f}x the 1-thread "
                                     f"figures under load: {'met' if ok else '**NOT met**'} (target <= 1.1x / 1.25x)")
     body += C.table(header, rows) + ["", "## Targets (TinyTorch, under load)", ""] + verdicts
-    pools = [(k, v["pool"]) for k, v in results.items() if "pool" in v and k[0]]
     if pools:
-        body += ["", "## The pool's counters in the loaded runs", ""]
-        body += C.table(["engine", "threads", "parallel calls", "chunks by caller / workers", "stalls",
+        body += ["", f"## The pool's counters in the loaded runs (the {default}-thread turns)", ""]
+        body += C.table(["engine", "parallel calls", "chunks by caller / workers", "stalls",
                          "calls alone in back-off"],
-                        [[k[1], k[2], s["jobs"], f"{s['chunks_caller']} / {s['chunks_workers']}", s["stalls"],
-                          s["backed_off_jobs"]] for k, s in pools])
+                        [[name, s["jobs"], f"{s['chunks_caller']} / {s['chunks_workers']}", s["stalls"],
+                          s["backed_off_jobs"]] for name, s in pools])
     png = plot(results, engines, args, default)
     if png:
         body += ["", f"![p99 per call]({os.path.basename(png)})"]
@@ -248,7 +260,7 @@ if __name__ == "__main__":
             # sys.path says: drop that finder so the baseline's own python/ is imported
             sys.meta_path = [f for f in sys.meta_path if "Redirect" not in type(f).__name__]
         sys.path.insert(0, HERE)
-        data = worker(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        data = worker(sys.argv[2], [int(n) for n in sys.argv[3].split(",")], int(sys.argv[4]))
         print(json.dumps(data))
     else:
         main()

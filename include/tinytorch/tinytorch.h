@@ -145,8 +145,8 @@ TT_API const char *tt_isa_env_error(void);
  * asleep or descheduled (a busy machine) takes no part, so a call is never slower than on
  * one thread by more than one chunk. Results are bit-identical for every thread count and
  * schedule (reductions add per-chunk partial sums in chunk order). After a call that
- * waited long for a preempted worker, later calls run on the caller alone for a short
- * back-off period (twice the wait, at least 1 ms, doubling while stalls recur, up to
+ * waited over 1 ms for a preempted worker, later calls run on the caller alone for a short
+ * back-off period (8 times the wait, at least 1 ms, doubling while stalls recur, up to
  * 1 s, fading after clean parallel calls; TINYTORCH_THREAD_BACKOFF=0 turns it off).
  * Small problems run on the caller alone (each kernel family's rule is in
  * runtime/core/config.h). A kernel called from inside a chunk, or from a second thread

@@ -157,20 +157,22 @@ inline int64_t now_us() {
 constexpr int64_t kWorkerSpinUs = 20;
 constexpr int64_t kCallerSpinUs = 20;
 /* A join that waits longer than this and than two of the caller's own chunks for claimed
- * chunks is a stall: a worker lost its core mid-chunk (on a quiet machine the wait is at
- * most about one chunk). */
-constexpr int64_t kStallMinUs = 150;
+ * chunks is a stall: a worker lost its core mid-chunk to another runnable thread, which
+ * costs a scheduler slice (measured under one busy core of two: mostly 1-8 ms). Shorter
+ * waits are hiccups (a vCPU descheduled by the host for 150-400 us, a cold chunk): they
+ * happen on a quiet machine too, cost less than a millisecond once, and are not worth a
+ * back-off (counting them from 150 us ran a quiet machine's calls alone much of the time). */
+constexpr int64_t kStallMinUs = 1000;
 /* Back-off after a stall: calls run on the caller alone for a while. The window is at
- * least twice the wait just suffered (on two threads, running alone forgoes about the
- * call's own length per call, so the window forgoes about what the stall cost: the
- * ski-rental rule) and doubles while stalls repeat, up to 1 s; each clean parallel call
- * shrinks the remembered window by 1/256. So stalls closer than ~180 parallel calls apart
- * (a lasting load: about one per 60 calls on a 2-core machine with one busy core) grow it
- * to a second and cost about one stall a second, while rare ones (a hypervisor blip, a
- * worker's first cold chunk) cost one short window each. (A fixed 20 ms window fading by
- * 1/16 let a lasting load fall back to the minimum between stalls; 16 times the wait let
- * one cold start run a warm loop alone for 200 ms.) TINYTORCH_THREAD_BACKOFF=0 turns it off. */
-constexpr int64_t kBackoffMinUs = 1000, kBackoffMaxUs = 1000000, kBackoffPerWait = 2;
+ * least 8 times the wait just suffered (a lost slice says another thread is runnable on
+ * the worker's core, and such load usually lasts longer than the slice) and doubles while
+ * stalls repeat, up to 1 s; each clean parallel call shrinks the remembered window by
+ * 1/256. So stalls closer than ~180 parallel calls apart (a lasting load) grow it to a
+ * second and cost about one stall a second, while a rare one costs one short window.
+ * (A fixed 20 ms window fading by 1/16 let a lasting load fall back to the minimum between
+ * stalls; 2 times the wait let the small calls' p99 under load take a slice every few
+ * hundred calls.) TINYTORCH_THREAD_BACKOFF=0 turns it off. */
+constexpr int64_t kBackoffMinUs = 1000, kBackoffMaxUs = 1000000, kBackoffPerWait = 8;
 constexpr int kBackoffDecayShift = 8;
 
 thread_local bool t_inside = false;  // a pool worker, or a caller inside a job
