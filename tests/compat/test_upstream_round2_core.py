@@ -191,3 +191,31 @@ def test_empty_parameter_list_is_a_no_op_optimizer():
     t = Trainer(Identity(), SGD([]), CrossEntropyLoss(), progress=False)
     _, acc = t.evaluate([(Tensor([[3.0, 1.0], [1.0, 3.0]]), Tensor([0.0, 0.0]))])
     assert acc == 0.5  # whole-number float labels count as class ids
+
+
+# ------------------------------------------------------------------ autograd: broadcast seeds
+def test_reduce_broadcast_grad_sums_leading_and_singleton_axes():
+    from tinytorch.core.autograd import _reduce_broadcast_grad
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal((4, 7, 5))
+    np.testing.assert_allclose(_reduce_broadcast_grad(g, (7, 1)), g.sum(axis=(0, 2))[:, None])
+    np.testing.assert_allclose(_reduce_broadcast_grad(g, (5,)), g.sum(axis=(0, 1)))
+    np.testing.assert_array_equal(_reduce_broadcast_grad(g, (4, 7, 5)), g)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        _reduce_broadcast_grad(g, (3, 5))
+
+
+def test_backward_seed_of_a_broadcast_shape_is_summed_down_others_refused():
+    rng = np.random.default_rng(4)
+    w = Tensor(rng.standard_normal((3, 1)), requires_grad=True)
+    y = w * 2.0
+    seed = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    y.backward(seed)  # as if y had been broadcast to (2, 3, 5) first
+    np.testing.assert_allclose(w.grad, 2.0 * seed.sum(axis=(0, 2))[:, None], rtol=1e-5)
+    leaf = Tensor(np.zeros(4), requires_grad=True)
+    leaf.backward(np.ones((8, 4)))
+    np.testing.assert_array_equal(leaf.grad, np.full(4, 8.0))
+    z = Tensor(np.ones((2, 3)), requires_grad=True) * 1.0
+    for bad in (np.ones(3), np.ones((2, 4)), np.ones((3, 2))):  # smaller or not a broadcast
+        with pytest.raises(ValueError, match="gradient has shape"):
+            z.backward(bad)

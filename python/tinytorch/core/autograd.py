@@ -261,6 +261,18 @@ def _unbroadcast(grad: np.ndarray, shape: tuple, who: str) -> np.ndarray:
     return grad.reshape(shape)
 
 
+def _reduce_broadcast_grad(grad, shape) -> np.ndarray:
+    """``grad`` summed down to ``shape``: over its extra leading axes, then (kept) over the
+    axes where ``shape`` has size 1 (upstream TinyTorch's name for ``_unbroadcast``, the one
+    reduction every Function's gradient goes through).
+
+    Args:
+        grad: an array of a shape ``shape`` broadcasts to.
+        shape: the target shape.
+    """
+    return _unbroadcast(np.asarray(grad), tuple(shape), "_reduce_broadcast_grad")
+
+
 def _saves(fn, arr) -> bool:
     """Did ``fn`` keep ``arr`` (itself, a view of it, or inside a tuple) for its backward?"""
     for v in fn.__dict__.values():
@@ -323,8 +335,9 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
 
     Args:
         root: the Tensor to differentiate (it must require grad).
-        gradient: d(output)/d(root), an array or Tensor of root's shape; None is allowed
-            only for a one-element root and means 1.
+        gradient: d(output)/d(root), an array or Tensor of root's shape (or of a shape root
+            broadcasts to: summed down by ``_reduce_broadcast_grad``); None is allowed only
+            for a one-element root and means 1.
         retain_graph: keep the Functions' saved arrays so the graph can be walked again;
             by default each node is released once backward has passed it.
     """
@@ -342,8 +355,17 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
             gradient = gradient.data
         gradient = np.asarray(gradient, dtype=data.dtype)
         if gradient.shape != data.shape:
-            raise ValueError(f"backward: gradient has shape {gradient.shape} but the tensor has "
-                             f"shape {data.shape}")
+            # A gradient of the shape the tensor broadcasts to (upstream TinyTorch's seed, as
+            # if the tensor had been broadcast first) is summed down to the tensor's shape;
+            # any other shape is refused.
+            try:
+                broadcasts = np.broadcast_shapes(data.shape, gradient.shape) == gradient.shape
+            except ValueError:
+                broadcasts = False
+            if not broadcasts:
+                raise ValueError(f"backward: gradient has shape {gradient.shape} but the tensor has "
+                                 f"shape {data.shape} (nor does the tensor broadcast to it)")
+            gradient = _reduce_broadcast_grad(gradient, data.shape)
         gradient = gradient.copy()  # never hand the caller's array to a leaf
 
     order = _topological_order(root)

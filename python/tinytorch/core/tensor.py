@@ -218,8 +218,9 @@ class Tensor:
         """Accumulate gradients of this tensor into the ``.grad`` of every leaf.
 
         Args:
-            gradient: d(output)/d(self), an array or Tensor of this tensor's shape. May be
-                None only for a one-element tensor (a scalar loss), where it is 1.
+            gradient: d(output)/d(self), an array or Tensor of this tensor's shape (or of a
+                shape this tensor broadcasts to, summed down to it, as upstream TinyTorch).
+                May be None only for a one-element tensor (a scalar loss), where it is 1.
             retain_graph: keep the saved arrays so backward can run through this graph
                 again; by default they are freed.
         """
