@@ -37,3 +37,53 @@ def test_forward_report_gives_per_sample_and_batch_flops(batch):
     assert rep["gflops_per_second"] == pytest.approx(rep["batch_flops"] / 1e9 / seconds, rel=1e-12)
     back = Profiler().profile_backward_pass(layer, Tensor(np.ones((batch, 24), np.float32)))
     assert back["forward_flops"] == rep["batch_flops"] and back["total_flops"] == 3 * rep["batch_flops"]
+
+
+def test_measure_memory_takes_upstreams_model_and_shape():
+    import tracemalloc
+    layer = Linear(64, 32)
+    rep = Profiler().measure_memory(layer, (16, 64))
+    assert rep["peak_memory_mb"] == rep["tracemalloc_peak_bytes"] / 2 ** 20
+    assert rep["tracemalloc_peak_bytes"] >= 16 * 32 * 4  # at least the output it produced
+    assert rep["parameter_memory_mb"] == pytest.approx((64 * 32 + 32) * 4 / 2 ** 20)
+    assert rep["result"].shape == (16, 32) and not rep["result"].requires_grad  # no gradient recording
+
+    class Failing:
+        def forward(self, x):
+            raise ValueError("bad input")
+
+    for already_tracing in (False, True):
+        if already_tracing:
+            tracemalloc.start()
+        try:
+            with pytest.raises(ValueError, match="bad input"):
+                Profiler().measure_memory(Failing(), (1, 2))
+            assert tracemalloc.is_tracing() is already_tracing  # the caller's tracing state is kept
+        finally:
+            if already_tracing:
+                tracemalloc.stop()
+    # our own form is unchanged: a callable and its arguments
+    assert Profiler().measure_memory(lambda a, b: a + b, 2, 3)["result"] == 5
+
+
+def test_memory_benchmark_asks_the_profiler_upstreams_way():
+    from tinytorch.perf.benchmarking import Benchmark
+    bench = Benchmark([Linear(4, 2), lambda x: x], [], measurement_runs=2)
+    calls = []
+    real = bench.profiler.measure_memory
+
+    def spy(fn, *args, **kwargs):
+        calls.append(args)
+        return real(fn, *args, **kwargs)
+
+    bench.profiler.measure_memory = spy
+    results = bench.run_memory_benchmark(input_shape=(3, 4))
+    assert calls[:2] == [((3, 4),), ((3, 4),)]  # the Linear: measure_memory(model, input_shape)
+    assert isinstance(calls[2][0], Tensor) and calls[2][0].shape == (3, 4)  # the plain callable
+    assert set(results) == {"model_0", "model_1"} and all(r.count == 2 for r in results.values())
+
+
+def test_mlperf_label_count_message_names_one_class_index():
+    from tinytorch.perf.benchmarking import MLPerf
+    with pytest.raises(ValueError, match="one class index per sample"):
+        MLPerf().run_standard_benchmark(lambda x: x, "keyword_spotting", test_inputs=[Tensor([1.0])], labels=[])

@@ -228,7 +228,8 @@ class MLPerf:
         if labels is not None:
             labels = _to_numpy(labels).reshape(-1)
             if labels.shape[0] != n:
-                raise ValueError(f"labels has {labels.shape[0]} entries but test_inputs has {n} samples")
+                raise ValueError(f"labels has {labels.shape[0]} entries but test_inputs has {n} samples "
+                                 "(give one class index per sample)")
         num_queries = n if num_queries is None else int(num_queries)
         if num_queries < 1:
             raise ValueError(f"num_queries must be >= 1, got {num_queries}")

@@ -87,6 +87,12 @@ def _module_flops(module, kind: str, in_shapes: list, out_shape: tuple) -> int:
     return 0
 
 
+def _is_shape(value) -> bool:
+    """A non-empty tuple or list of non-negative ints (an input shape)."""
+    return (isinstance(value, (tuple, list)) and len(value) > 0
+            and all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in value))
+
+
 class Profiler:
     """Measures a model: parameter count, FLOPs, peak memory and latency."""
 
@@ -183,7 +189,14 @@ class Profiler:
         runtime (None when unavailable), ``combined_peak_bytes`` (the two peaks added: an upper
         bound on the true combined peak, since the two allocators need not peak together) and
         ``result`` (what ``fn`` returned).
+
+        Upstream TinyTorch's form ``measure_memory(model, input_shape)`` (an object with
+        ``forward`` and one tuple of ints) runs one forward pass on zeros of that shape without
+        gradient recording and adds upstream's keys ``peak_memory_mb`` (the tracemalloc peak)
+        and ``parameter_memory_mb``.
         """
+        if hasattr(fn, "forward") and len(args) == 1 and not kwargs and _is_shape(args[0]):
+            return Profiler._measure_forward_memory(fn, tuple(int(n) for n in args[0]))
         if not callable(fn):
             raise TypeError(f"measure_memory needs a callable, got {type(fn).__name__}")
         before_rt = runtime_memory_stats()
@@ -220,6 +233,22 @@ class Profiler:
             "combined_peak_bytes": int(tm_peak) + (rt_peak or 0),
             "result": result,
         }
+
+    @staticmethod
+    def _measure_forward_memory(model, input_shape: tuple) -> dict:
+        from ..core.autograd import no_grad
+        from ..core.tensor import Tensor
+        x = Tensor(np.zeros(input_shape, dtype=np.dtype(getattr(model, "input_dtype", np.float32))))
+
+        def forward():
+            with no_grad():
+                return model.forward(x)
+
+        report = Profiler.measure_memory(forward)
+        params = list(model.parameters()) if hasattr(model, "parameters") else []
+        report["peak_memory_mb"] = report["tracemalloc_peak_bytes"] / MB_TO_BYTES
+        report["parameter_memory_mb"] = sum(p.data.nbytes for p in params) / MB_TO_BYTES
+        return report
 
     # -- latency ----------------------------------------------------------------------------
     @staticmethod
