@@ -12,8 +12,12 @@ What this file owns
       ``layer(i)`` is the view a ``MultiHeadAttention`` call uses: ``update(k_new, v_new)`` writes
       this call's keys/values after the cached ones and returns all of them; after every layer
       has run, the model calls ``advance(n)``. ``KVCache.for_model(gpt, batch_size)`` sizes one.
-  generate_with_cache(model, idx, max_new_tokens, sample)   the loop behind
-      ``GPT.generate(..., use_cache=True)``: one prefill over the prompt, then one token per step.
+      Upstream TinyTorch's calls work on the cache itself: ``update(layer_idx, key, value)``,
+      ``get(layer_idx)``, ``seq_pos`` and the argument-free ``advance()`` (it commits what the
+      layers wrote; see its docstring).
+  generate_with_cache(model, idx, max_new_tokens, sample, cache=None)   the loop behind
+      ``GPT.generate(..., use_cache=True)`` and upstream's ``_cached_generate``: one prefill over
+      the prompt, then one token per step, the last sampled token never fed back.
       When the context window is full the cache is rebuilt from the last ``max_seq_len`` tokens,
       which is exactly what the uncached loop sees, so both produce the same logits.
   incremental_logits(model, idx, prefill=1)   logits at every position computed incrementally
