@@ -1,5 +1,5 @@
 """The one door to the kernels (tinytorch.core.acceleration): one switch turns every native
-path off, the template's raw C call included; one thread-local report says what ran, and
+path off, the template's own back end included; one thread-local report says what ran, and
 the extensions re-export it; no shipped extension reaches into the door's private names."""
 import ast
 import os

@@ -1,11 +1,13 @@
 """The template extension (scaled_matmul) against float64 NumPy, through the contract checker;
-and the checker itself, shown to fail on broken extensions."""
+its back end (backends/template/: the registry's "scaled_matmul" op) on its own, as the one test
+file a new back end brings (docs/architecture.md, "How to add a back end"); and the checker
+itself, shown to fail on broken extensions."""
 import numpy as np
 import pytest
 
 from contract import (check_contract, check_gradcheck, check_ndarray_in_ndarray_out,
                       check_path_report, check_tensor_in_tensor_out, run_with_grads)
-from tinytorch import native
+from tinytorch import backends, native
 from tinytorch.core.autograd import Function
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import template
@@ -111,6 +113,102 @@ def test_path_report_names_fallback():
     # float64 never takes the float32 native kernel
     scaled_matmul(np.ones((2, 2)), np.ones((2, 2)))
     assert template.last_path() == "numpy"
+
+
+# ----------------------------------------------------------------------------- the back end
+
+needs_runtime = pytest.mark.skipif(not native.available(), reason="needs the runtime")
+
+
+def _scaled_ref(a, b, alpha, trans_a, trans_b):
+    x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return alpha * ((x.T if trans_a else x) @ (y.T if trans_b else y))
+
+
+# (M, K, N): empty, one, odd and prime sizes, and one above the runtime's blocking
+GEMM_SIZES = [(0, 3, 2), (3, 0, 2), (2, 3, 0), (1, 1, 1), (7, 13, 5), (31, 17, 29), (130, 67, 97)]
+
+
+@needs_runtime
+@pytest.mark.parametrize("m,k,n", GEMM_SIZES)
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (True, False), (False, True), (True, True)])
+def test_back_end_matches_float64_and_names_the_kernel(m, k, n, trans_a, trans_b):
+    a = RNG.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b = RNG.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    backends.record_path("none")
+    out = backends.template.scaled_gemm(a, b, -0.75, trans_a, trans_b)
+    assert out.dtype == np.float32 and out.shape == (m, n)
+    np.testing.assert_allclose(out, _scaled_ref(a, b, -0.75, trans_a, trans_b), rtol=1e-4, atol=1e-4)
+    assert backends.last_path() == "native:sgemm:" + native.isa() or \
+        backends.last_path().startswith("native:sgemm:" + native.isa() + ":"), backends.last_path()
+
+
+@needs_runtime
+def test_back_end_takes_strided_views():
+    a = RNG.standard_normal((11, 26)).astype(np.float32)[::2, 1::2]   # (6, 13), strided
+    b = RNG.standard_normal((13, 20)).astype(np.float32).T[::3]       # (7, 13), a transposed view
+    assert not a.flags.c_contiguous and not b.flags.c_contiguous
+    out = backends.template.scaled_gemm(a, b, 2.0, False, True)
+    np.testing.assert_allclose(out, _scaled_ref(a, b, 2.0, False, True), rtol=1e-5, atol=1e-5)
+
+
+def test_back_end_declines_what_it_does_not_serve():
+    f32, f64 = np.ones((2, 3), np.float32), np.ones((3, 2))
+    assert backends.template.scaled_gemm(f32, f64, 1.0, False, False) is NotImplemented
+    assert backends.template.scaled_gemm(f64.T, f32.T, 1.0, False, False) is NotImplemented
+    assert backends.template.scaled_gemm(f32.astype(np.float16), f32.T, 1.0, False, False) is NotImplemented
+
+
+def test_back_end_is_registered_with_its_probe():
+    entry = {b.name: b for b in backends.registered()}["template"]
+    assert set(entry.ops) == {"scaled_matmul"} and entry.native
+    usable, detail = backends.status("template")
+    assert usable == native.available() and detail
+    assert "template" in backends.all_backends()
+
+
+@needs_runtime
+def test_the_switch_keeps_the_back_end_out():
+    assert backends.template.scaled_gemm in backends.routes("scaled_matmul")
+    with use_native(False):
+        assert backends.routes("scaled_matmul") == ()
+        scaled_matmul(np.ones((3, 3), np.float32), np.ones((3, 3), np.float32), 2.0)
+        assert template.last_path() == "numpy"
+    scaled_matmul(np.ones((3, 3), np.float32), np.ones((3, 3), np.float32), 2.0)
+    assert template.last_path().startswith("native:sgemm")
+
+
+def test_extension_goes_through_the_registry():
+    """A higher-priority back end registered for the op takes every call of the extension,
+    forward and backward; one that declines hands the call on."""
+    calls = []
+
+    def spy(a2, b2, alpha, trans_a, trans_b):
+        calls.append((a2.shape, b2.shape, alpha, trans_a, trans_b))
+        backends.record_path("spy")
+        return _scaled_ref(a2, b2, alpha, trans_a, trans_b).astype(np.result_type(a2, b2))
+
+    backends.register("spy", probe=lambda: (True, "test"), priority=10_000, native=False,
+                      ops={"scaled_matmul": spy})
+    try:
+        a = Tensor(RNG.standard_normal((2, 3, 4)).astype(np.float32), requires_grad=True)
+        b = Tensor(RNG.standard_normal((4, 5)).astype(np.float32), requires_grad=True)
+        out = scaled_matmul(a, b, 0.5)
+        assert template.last_path() == "spy"
+        out.sum().backward()
+        assert calls == [((6, 4), (4, 5), 0.5, False, False), ((6, 5), (4, 5), 0.5, False, True),
+                         ((6, 4), (6, 5), 0.5, True, False)]
+        np.testing.assert_allclose(a.grad, 0.5 * np.ones((2, 3, 5)) @ b.data.T, rtol=1e-5)
+    finally:
+        backends.unregister("spy")
+    backends.register("spy", probe=lambda: (True, "test"), priority=10_000, native=False,
+                      ops={"scaled_matmul": lambda *args: NotImplemented})
+    try:
+        got = scaled_matmul(np.ones((2, 2)), np.ones((2, 2)), 3.0)
+        np.testing.assert_allclose(got, np.full((2, 2), 6.0))
+        assert template.last_path() == "numpy"
+    finally:
+        backends.unregister("spy")
 
 
 # ----------------------------------------------------------------------------- the checker fails

@@ -28,6 +28,8 @@ Built in, one folder each, in the order a call meets them:
               three share: the driver probe and the per-thread LastRun report)
   fusion/     compile_graph's executors (the tile interpreter, generated C) behind the
               "fusion_run" op, the C-compiler search and the compiled-kernel cache
+  template/   the worked example (docs/extending.md): the "scaled_matmul" op of
+              extensions/template.py, one tt_sgemm call with alpha folded in
   reference/  numpy: the NumPy formulas of every door op (the package's formula library),
               never declines (numpy_fallback and attention_reference are its old names)
 Nothing here imports tinytorch.extensions: the extensions call down, through routes().
@@ -263,4 +265,4 @@ def record_native_path() -> None:
 
 
 # The built-in back ends register themselves on import.
-from . import cpu, triton, cuda, mps, fusion, reference  # noqa: E402,F401
+from . import cpu, template, triton, cuda, mps, fusion, reference  # noqa: E402,F401

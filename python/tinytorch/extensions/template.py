@@ -18,16 +18,20 @@ This file is the worked example of the four-part extension contract
   3. Autograd transparency: ``ScaledMatmulFunction`` defines ``forward`` and ``backward``
      on NumPy arrays; ``Function.apply`` records it.
   4. Graceful fallback, chosen at call time and reported: the native path runs when the
-     runtime library is loaded, the inputs are float32 and the native path is enabled;
-     otherwise NumPy runs. The switch and the report are the package's own, from the
-     kernel door ``tinytorch.core.acceleration``: ``use_native(False)`` (or
+     registry routes the op (the runtime library is loaded and the package's switch is on)
+     and the inputs are float32; otherwise NumPy runs, here. The switch and the report are
+     the package's own (``tinytorch.backends``, re-exported by the kernel door
+     ``tinytorch.core.acceleration``): ``use_native(False)`` (or
      ``TINYTORCH_DISABLE_NATIVE=1``) forces the fallback so tests can compare both, and
      ``last_path()`` names what ran ("native:sgemm:avx2", "numpy").
 
-The lesson of this file is the raw call across the C ABI: ``native_library()`` hands out
-the loaded libtinytorch (declared once, in ``tinytorch._native``, with integer-address
-pointers) and ``_gemm`` calls ``tt_sgemm`` on array addresses itself. An extension that
-only needs the shipped kernels calls the door's ``gemm``/``matmul`` instead.
+The native half is a back end, added the way every back end is (docs/architecture.md, "How
+to add a back end"): one folder, ``tinytorch/backends/template/``, owning the probe, the
+ctypes call of ``tt_sgemm`` and the report, and ending in one registration line,
+``register("template", probe=probe, ops={"scaled_matmul": scaled_gemm}, ...)``; one test
+file, ``tests/extensions/test_template.py``. This file only asks the registry
+(``backends.routes("scaled_matmul")``) and never touches the C ABI. An extension that only
+needs the shipped kernels calls the door's ``gemm``/``matmul`` instead and adds no back end.
 
 The course template's own worked examples (``CustomScaledShift``, ``custom_scaled_shift``,
 ``CustomResidualBlock``, ``CustomGradientTransform``, ``has_custom_hardware``,
@@ -37,15 +41,16 @@ The course template's own worked examples (``CustomScaledShift``, ``custom_scale
 Shapes: ``a`` is (..., K) (leading axes are folded into rows, like ``Linear``), ``b`` is
 (K, N); the result is (..., N). Import never fails: the runtime is looked up lazily.
 
-Assumes: the loaded runtime (``native_library()``: None when missing or switched off) and
-the argument contract of contract.py.
+Assumes: the registry's "scaled_matmul" route (none when the runtime is missing or switched
+off) and the argument contract of contract.py.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..core import acceleration as _acc
-from ..core.acceleration import last_path
+from .. import backends as _backends
+from ..backends.template import OP as _OP  # "scaled_matmul", the op backends/template/ serves
+from ..core.acceleration import last_path, record_path
 from ..core.autograd import Function
 from ..core.tensor import Tensor
 from .contract import any_tensor, array_of, as_tensor
@@ -58,26 +63,13 @@ __all__ = ["scaled_matmul", "ScaledMatmulFunction", "last_path",
 
 
 def _gemm(a2: np.ndarray, b2: np.ndarray, alpha: float, trans_a: bool, trans_b: bool) -> np.ndarray:
-    """alpha * op(a2) @ op(b2) for 2-D arrays: one native call, or NumPy."""
-    m = a2.shape[1] if trans_a else a2.shape[0]
-    n = b2.shape[0] if trans_b else b2.shape[1]
-    k = a2.shape[0] if trans_a else a2.shape[1]
-    lib = _acc.native_library()  # None when the switch is off or the library is missing
-    if lib is not None and a2.dtype == np.float32 and b2.dtype == np.float32:
-        # The C ABI takes row-major matrices with a leading dimension; make each operand
-        # contiguous once here rather than rejecting strided views.
-        a_c = np.ascontiguousarray(a2)
-        b_c = np.ascontiguousarray(b2)
-        out = np.empty((m, n), dtype=np.float32)
-        # Pointers cross the ABI as integer addresses; the arrays stay alive meanwhile.
-        status = lib.tt_sgemm(int(trans_a), int(trans_b), m, n, k, alpha,
-                              a_c.ctypes.data, max(a_c.shape[1], 1),
-                              b_c.ctypes.data, max(b_c.shape[1], 1),
-                              0.0, out.ctypes.data, max(n, 1))
-        _acc.check_status(status, "scaled_matmul")
-        _acc.record_native_path()  # the runtime's own report of the kernel that ran
-        return out
-    _acc.record_path("numpy")
+    """alpha * op(a2) @ op(b2) for 2-D arrays: the first back end serving "scaled_matmul"
+    that takes the call (backends/template/: float32 only), or NumPy."""
+    for scaled_gemm in _backends.routes(_OP):  # empty when the runtime or the switch is off
+        out = scaled_gemm(a2, b2, alpha, trans_a, trans_b)
+        if out is not NotImplemented:
+            return out
+    record_path("numpy")
     x = a2.T if trans_a else a2
     y = b2.T if trans_b else b2
     out = x @ y
@@ -107,7 +99,7 @@ class ScaledMatmulFunction(Function):
         in; None for alpha."""
         # The door's matmul_backward has no alpha: calling it and scaling afterwards would
         # cost the extra pass over each gradient that this file exists to remove. So the
-        # two GEMMs of the matmul backward are written here, each with alpha in the raw call.
+        # two GEMMs of the matmul backward go through the op's own route, alpha folded in.
         g2 = grad_output.reshape(_rows(self.lead), grad_output.shape[-1])
         need_a, need_b = self.needs_input_grad[0], self.needs_input_grad[1]
         grad_a = grad_b = None
