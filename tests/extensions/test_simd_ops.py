@@ -7,7 +7,6 @@ CI runs the file once per ISA (TINYTORCH_ISA).
 import numpy as np
 import pytest
 
-import tinytorch
 from contract import check_contract, run_with_grads
 from tinytorch import native
 from tinytorch.core.tensor import Tensor
@@ -23,14 +22,6 @@ def _numpy_only():
 
 RNG = np.random.default_rng(11)
 S = np.sqrt(2.0 / np.pi)
-
-
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    before = tinytorch.get_num_threads()
-    tinytorch.set_num_threads(request.param)
-    yield request.param
-    tinytorch.set_num_threads(before)
 
 
 def gelu64(x, b=None):

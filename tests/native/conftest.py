@@ -1,10 +1,9 @@
 """Shared fixtures of the native-runtime tests: the suite runs against a built package, so
-a missing library (or a disabled native path) is a failure here, never a skip; `threads`
-runs a test once on 1 and once on 2 kernel threads; `isa` runs it once under every ISA this
-build and CPU run (switched with tinytorch.native.set_isa, restored afterwards)."""
+a missing library (or a disabled native path) is a failure here, never a skip; `isa` runs a
+test once under every ISA this build and CPU run (switched with tinytorch.native.set_isa,
+restored afterwards); `threads` (1 and 2 kernel threads) is tests/conftest.py's."""
 import pytest
 
-import tinytorch
 from tinytorch import native
 from tinytorch.core import acceleration as acc
 
@@ -26,11 +25,3 @@ def isa(request):
     native.set_isa(request.param)
     yield request.param
     native.set_isa(before)
-
-
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def threads(request):
-    before = tinytorch.get_num_threads()
-    tinytorch.set_num_threads(request.param)
-    yield request.param
-    tinytorch.set_num_threads(before)
