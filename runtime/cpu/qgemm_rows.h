@@ -1,7 +1,11 @@
 /*
  * qgemm_rows.h -- private: the row-wise parts of the INT8 GEMM, written once and compiled
- * by every qgemm_<isa>.cpp with that ISA's flags (so the compiler vectorizes them
- * for it): dynamic quantization of an activation row and the epilogues of a tile.
+ * by every qgemm_<isa>.cpp with that ISA's flags: dynamic quantization of an activation
+ * row and the epilogues of a tile. The quantization's vector loops (a min / max / x * 0
+ * reduction, then the rounding and the narrowing store) are one body over a lane type
+ * (style 2 of docs/native-layout.md): RowLanes, picked by the including file's flags
+ * (AVX-512 or AVX2; other ISAs have none and run the scalar loops); the epilogues are plain
+ * loops the compiler vectorizes under each ISA's flags (style 3: elementwise, no reduction).
  *
  * Every instance computes the same float32 operations in the same order, so the
  * quantized activations are identical on every ISA (and in the NumPy fallback,
@@ -59,93 +63,125 @@ inline void store_q(uint8_t *dst, int64_t j, int32_t qi) {
     if (L == ALayout::U16) reinterpret_cast<uint16_t *>(dst)[j] = (uint16_t)qi;
 }
 
-/* The vector loops of quantize_row, for the ISA of the including file: the same float
- * operations lane by lane (min / max as "v < lo ? v : lo", max(q, 0) then min(q, 255)),
- * so every ISA quantizes to the same bytes; the scalar loops finish the row. Each returns
- * how many elements it did. */
-#if defined(__AVX512F__)
-constexpr int64_t kVec = 16;
+/* The vector loops of quantize_row, written once over a lane type V and instantiated with
+ * the lane type of the including file's ISA (RowLanes below); the scalar loops of
+ * quantize_row finish the row (the same float operations, so every ISA quantizes to the
+ * same bytes). V supplies W float lanes R, an int32 vector I and
+ *
+ *   load store zero set1 add sub mul   float32 lane operations
+ *   min(v, l) max(v, h)                the hardware min / max (x86: the second operand when
+ *                                      either is NaN; NaN is caught by the x * 0 sum anyway)
+ *   to_i32 (truncating) xor_i32        float -> int32 (the values are whole, 0..255), qi ^ c
+ *   store_u8 store_u16                 W int32 lanes in 0..255 stored as W bytes / W u16
+ *
+ * Each loop returns how many elements it did (a multiple of W; 0 where there is no V). */
+template <class V>
 inline int64_t minmax_vec(const float *x, int64_t K, float *lo, float *hi, float *bad) {
-    __m512 l = _mm512_setzero_ps(), h = l, b = l;
+    using R = typename V::R;
+    constexpr int64_t W = V::W;
+    R l = V::zero(), h = l, b = l;
     int64_t k = 0;
-    for (; k + kVec <= K; k += kVec) {
-        const __m512 v = _mm512_loadu_ps(x + k);
-        l = _mm512_min_ps(v, l);
-        h = _mm512_max_ps(v, h);
-        b = _mm512_add_ps(b, _mm512_mul_ps(v, _mm512_setzero_ps()));
+    for (; k + W <= K; k += W) {
+        const R v = V::load(x + k);
+        l = V::min(v, l);
+        h = V::max(v, h);
+        b = V::add(b, V::mul(v, V::zero()));
     }
-    alignas(64) float ls[kVec], hs[kVec], bs[kVec];
-    _mm512_store_ps(ls, l), _mm512_store_ps(hs, h), _mm512_store_ps(bs, b);
-    for (int i = 0; i < kVec; ++i) {
+    alignas(64) float ls[W], hs[W], bs[W];
+    V::store(ls, l), V::store(hs, h), V::store(bs, b);
+    for (int64_t i = 0; i < W; ++i) {
         *lo = ls[i] < *lo ? ls[i] : *lo;
         *hi = hs[i] > *hi ? hs[i] : *hi;
         *bad += bs[i];
     }
     return k;
 }
-template <ALayout L>
+
+template <class V, ALayout L>
 inline int64_t quantize_vec(const float *x, int64_t K, float inv, float zf, uint8_t *dst) {
-    const __m512 vinv = _mm512_set1_ps(inv), vz = _mm512_set1_ps(zf), magic = _mm512_set1_ps(kRoundMagic);
-    const __m512 zero = _mm512_setzero_ps(), top = _mm512_set1_ps(255.0f);
+    using R = typename V::R;
+    constexpr int64_t W = V::W;
+    const R vinv = V::set1(inv), vz = V::set1(zf), magic = V::set1(kRoundMagic);
+    const R zero = V::zero(), top = V::set1(255.0f);
     int64_t j = 0;
-    for (; j + kVec <= K; j += kVec) {
-        __m512 q = _mm512_mul_ps(_mm512_loadu_ps(x + j), vinv);
-        q = _mm512_add_ps(_mm512_sub_ps(_mm512_add_ps(q, magic), magic), vz);
-        q = _mm512_min_ps(_mm512_max_ps(q, zero), top);
-        __m512i qi = _mm512_cvttps_epi32(q);
+    for (; j + W <= K; j += W) {
+        R q = V::mul(V::load(x + j), vinv);
+        q = V::add(V::sub(V::add(q, magic), magic), vz);
+        q = V::min(V::max(q, zero), top);
+        typename V::I qi = V::to_i32(q);
         if (L == ALayout::U16) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + 2 * j), _mm512_cvtepi32_epi16(qi));
+            V::store_u16(dst + 2 * j, qi);
         } else {
-            if (L == ALayout::S8Shifted) qi = _mm512_xor_si512(qi, _mm512_set1_epi32(0x80));
-            _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + j), _mm512_cvtepi32_epi8(qi));
+            if (L == ALayout::S8Shifted) qi = V::xor_i32(qi, 0x80); /* qi - 128 as s8 */
+            V::store_u8(dst + j, qi);
         }
     }
     return j;
 }
+
+#if defined(__AVX512F__)
+struct RowLanes {
+    using R = __m512;
+    using I = __m512i;
+    static constexpr int64_t W = 16;
+    static R load(const float *p) { return _mm512_loadu_ps(p); }
+    static void store(float *p, R v) { _mm512_storeu_ps(p, v); }
+    static R zero() { return _mm512_setzero_ps(); }
+    static R set1(float v) { return _mm512_set1_ps(v); }
+    static R add(R a, R b) { return _mm512_add_ps(a, b); }
+    static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
+    static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+    static R min(R a, R b) { return _mm512_min_ps(a, b); }
+    static R max(R a, R b) { return _mm512_max_ps(a, b); }
+    static I to_i32(R a) { return _mm512_cvttps_epi32(a); }
+    static I xor_i32(I a, int32_t c) { return _mm512_xor_si512(a, _mm512_set1_epi32(c)); }
+    static void store_u8(uint8_t *p, I v) {
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(p), _mm512_cvtepi32_epi8(v));
+    }
+    static void store_u16(uint8_t *p, I v) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), _mm512_cvtepi32_epi16(v));
+    }
+};
 #elif defined(__AVX2__)
-constexpr int64_t kVec = 8;
-inline int64_t minmax_vec(const float *x, int64_t K, float *lo, float *hi, float *bad) {
-    __m256 l = _mm256_setzero_ps(), h = l, b = l;
-    int64_t k = 0;
-    for (; k + kVec <= K; k += kVec) {
-        const __m256 v = _mm256_loadu_ps(x + k);
-        l = _mm256_min_ps(v, l);
-        h = _mm256_max_ps(v, h);
-        b = _mm256_add_ps(b, _mm256_mul_ps(v, _mm256_setzero_ps()));
+struct RowLanes {
+    using R = __m256;
+    using I = __m256i;
+    static constexpr int64_t W = 8;
+    static R load(const float *p) { return _mm256_loadu_ps(p); }
+    static void store(float *p, R v) { _mm256_storeu_ps(p, v); }
+    static R zero() { return _mm256_setzero_ps(); }
+    static R set1(float v) { return _mm256_set1_ps(v); }
+    static R add(R a, R b) { return _mm256_add_ps(a, b); }
+    static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
+    static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+    static R min(R a, R b) { return _mm256_min_ps(a, b); }
+    static R max(R a, R b) { return _mm256_max_ps(a, b); }
+    static I to_i32(R a) { return _mm256_cvttps_epi32(a); }
+    static I xor_i32(I a, int32_t c) { return _mm256_xor_si256(a, _mm256_set1_epi32(c)); }
+    /* 8 int32 -> 8 u16 (values are 0..255: no saturation) */
+    static __m128i to_u16(I v) {
+        return _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     }
-    alignas(32) float ls[kVec], hs[kVec], bs[kVec];
-    _mm256_store_ps(ls, l), _mm256_store_ps(hs, h), _mm256_store_ps(bs, b);
-    for (int i = 0; i < kVec; ++i) {
-        *lo = ls[i] < *lo ? ls[i] : *lo;
-        *hi = hs[i] > *hi ? hs[i] : *hi;
-        *bad += bs[i];
+    static void store_u8(uint8_t *p, I v) {
+        const __m128i w16 = to_u16(v);
+        _mm_storel_epi64(reinterpret_cast<__m128i *>(p), _mm_packus_epi16(w16, w16));
     }
-    return k;
+    static void store_u16(uint8_t *p, I v) { _mm_storeu_si128(reinterpret_cast<__m128i *>(p), to_u16(v)); }
+};
+#endif
+
+#if defined(__AVX512F__) || defined(__AVX2__)
+inline int64_t minmax_lanes(const float *x, int64_t K, float *lo, float *hi, float *bad) {
+    return minmax_vec<RowLanes>(x, K, lo, hi, bad);
 }
 template <ALayout L>
-inline int64_t quantize_vec(const float *x, int64_t K, float inv, float zf, uint8_t *dst) {
-    const __m256 vinv = _mm256_set1_ps(inv), vz = _mm256_set1_ps(zf), magic = _mm256_set1_ps(kRoundMagic);
-    const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
-    int64_t j = 0;
-    for (; j + kVec <= K; j += kVec) {
-        __m256 q = _mm256_mul_ps(_mm256_loadu_ps(x + j), vinv);
-        q = _mm256_add_ps(_mm256_sub_ps(_mm256_add_ps(q, magic), magic), vz);
-        q = _mm256_min_ps(_mm256_max_ps(q, zero), top);
-        __m256i qi = _mm256_cvttps_epi32(q);
-        if (L == ALayout::S8Shifted) qi = _mm256_xor_si256(qi, _mm256_set1_epi32(0x80));
-        /* 8 int32 -> 8 u16 (values are 0..255: no saturation), then -> 8 u8 */
-        const __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(qi), _mm256_extracti128_si256(qi, 1));
-        if (L == ALayout::U16)
-            _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + 2 * j), w16);
-        else
-            _mm_storel_epi64(reinterpret_cast<__m128i *>(dst + j), _mm_packus_epi16(w16, w16));
-    }
-    return j;
+inline int64_t quantize_lanes(const float *x, int64_t K, float inv, float zf, uint8_t *dst) {
+    return quantize_vec<RowLanes, L>(x, K, inv, zf, dst);
 }
-#else
-inline int64_t minmax_vec(const float *, int64_t, float *, float *, float *) { return 0; }
+#else /* no vector type for this ISA: the scalar loops do the whole row */
+inline int64_t minmax_lanes(const float *, int64_t, float *, float *, float *) { return 0; }
 template <ALayout L>
-inline int64_t quantize_vec(const float *, int64_t, float, float, uint8_t *) { return 0; }
+inline int64_t quantize_lanes(const float *, int64_t, float, float, uint8_t *) { return 0; }
 #endif
 
 /* Quantizes x[0..K) into dst (padded elements past K are 0); false when x is not finite. */
@@ -153,7 +189,7 @@ template <ALayout L>
 inline bool quantize_row(const float *x, int64_t K, int64_t padded, uint8_t *dst, float *scale,
                          int32_t *zero_point) {
     float lo = 0.0f, hi = 0.0f, bad = 0.0f;
-    for (int64_t k = minmax_vec(x, K, &lo, &hi, &bad); k < K; ++k) {
+    for (int64_t k = minmax_lanes(x, K, &lo, &hi, &bad); k < K; ++k) {
         const float v = x[k];
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
@@ -165,7 +201,7 @@ inline bool quantize_row(const float *x, int64_t K, int64_t padded, uint8_t *dst
     const float inv = 1.0f / s;
     float zf = rne(-lo * inv);
     zf = zf < 0.0f ? 0.0f : (zf > 255.0f ? 255.0f : zf);
-    for (int64_t j = quantize_vec<L>(x, K, inv, zf, dst); j < K; ++j)
+    for (int64_t j = quantize_lanes<L>(x, K, inv, zf, dst); j < K; ++j)
         store_q<L>(dst, j, (int32_t)quantize_value(x[j], inv, zf));
     const int64_t elem = (L == ALayout::U16) ? 2 : 1;
     std::memset(dst + K * elem, 0, (size_t)((padded - K) * elem));
