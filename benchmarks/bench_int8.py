@@ -15,8 +15,9 @@ GPT-2 small block, K x N = 768 x 768 (attention projection), 768 x 3072 (MLP up)
               (it is not a dependency; the report says when it is missing).
 
 Times are medians of rounds of timed blocks (measure_rounds). GOP/s count 2 ops per
-multiply-add, held against this machine's measured integer ceiling (int8_peak.c beside this
-file: vpdpbusd with VNNI, vpmaddwd without). For M = 1 the weight read is the bound: the table
+multiply-add, held against this machine's measured integer ceiling of the instructions the
+active kernel runs (int8_peak.c beside this file: vpdpbusd for the VNNI kernel, vpmaddwd on zmm
+for avx512bw, vpmaddwd on ymm for avx2). For M = 1 the weight read is the bound: the table
 gives the time to read the int8 weights once at the copy bandwidth np.copyto reaches on an array
 of the weights' size (the cache level they sit in while a model decodes one layer after the
 other in this loop) and at DRAM size.
@@ -134,12 +135,18 @@ def main():
     if not ok:
         raise SystemExit(f"the INT8 kernels are not available: {path}")
     peaks = int8_peaks(max(args.threads))
-    kind = "vnni" if path.endswith("vnni") else "vpmaddwd"
+    # the ceiling of the instructions the active kernel runs (int8_peak.c's kinds)
+    kind = {"qgemm:avx512_vnni": "vnni", "qgemm:avx512bw": "vpmaddwd", "qgemm:avx2": "vpmaddwd_ymm"}.get(path)
     dram_copy = C.copy_bandwidth(nbytes=(64 if args.quick else 381) * 2 ** 20, rounds=3, block_time=0.2)
     names = ["TT int8", "TT fp32"] + (["Torch int8", "Torch fp32"] if torch is not None else [])
     body = [f"INT8 kernel: `{path}`; integer ceiling measured by benchmarks/int8_peak.c "
             f"({kind}): " + ", ".join(f"{t} thread{'s' if t > 1 else ''} {peaks[(kind, t)]:.0f} GOP/s"
                                       for t in args.threads if (kind, t) in peaks)
+            + ("" if kind != "vpmaddwd_ymm" or ("vpmaddubsw_ymm", 1) not in peaks else
+               f"; for reference, vpmaddubsw on ymm (u8 x s8, 16-bit pair sums that saturate for "
+               f"8-bit activations, so exact only for the 7-bit ones of PyTorch's reduce_range=True): "
+               + ", ".join(f"{t} thread{'s' if t > 1 else ''} {peaks[('vpmaddubsw_ymm', t)]:.0f} GOP/s"
+                           for t in args.threads if ("vpmaddubsw_ymm", t) in peaks))
             + f"; DRAM copy bandwidth {dram_copy:.1f} GB/s (np.copyto, read + write).",
             "ONNX Runtime: " + ("installed, but this script has no ORT column yet (its dynamically "
                                 "quantized MatMul needs an exported model)" if ort_available() else

@@ -9,9 +9,16 @@
  *   vnni      vpdpbusd zmm: 64 u8 x s8 products per instruction (AVX-512 VNNI CPUs only)
  *   vpmaddwd  vpmaddwd + vpaddd zmm: 32 16-bit products per pair (AVX-512BW CPUs), the
  *             exact non-VNNI scheme of the runtime's avx512bw kernel
- * 24 independent accumulator chains per thread (latency x issue width with a margin); the
- * threads run for one shared window, each timing itself, and the rates are summed (as
- * scorecard/peak.c does for the FMA peak; a shared machine makes every figure a floor).
+ *   vpmaddwd_ymm  the same pair on ymm: 16 products (AVX2 CPUs), the scheme of the avx2 kernel
+ *   vpmaddubsw_ymm  vpmaddubsw + vpmaddwd (by ones) + vpaddd ymm: 32 u8 x s8 products (AVX2
+ *             CPUs); a reference only: its 16-bit pair sums saturate for 8-bit activations
+ *             (2 * 255 * 128 > 32767), so it is exact only for 7-bit ones (PyTorch's dynamic
+ *             Linear quantizes with reduce_range=True); the runtime does not use it
+ * 24 independent accumulator chains per thread (latency x issue width with a margin; 12 on
+ * ymm, which has 16 registers: the chains run through vpaddd, latency 1, so 12 still fill
+ * the units); the threads run for one shared window, each timing itself, and the rates are
+ * summed (as scorecard/peak.c does for the FMA peak; a shared machine makes every figure a
+ * floor).
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -59,9 +66,36 @@ __attribute__((target("avx512f,avx512bw"))) static void block_vpmaddwd(void) {
                      : "+r"(n) : : CLOBBERS, "cc");
 }
 
+#define R12(OP) OP(4) OP(5) OP(6) OP(7) OP(8) OP(9) OP(10) OP(11) OP(12) OP(13) OP(14) OP(15)
+#define MADDWD_YMM(i) "vpmaddwd %%ymm1, %%ymm0, %%ymm2\n\tvpaddd %%ymm2, %%ymm" STR(i) ", %%ymm" STR(i) "\n\t"
+
+__attribute__((target("avx2"))) static void block_vpmaddwd_ymm(void) {
+    long n = ITER;
+    __asm__ volatile("vpcmpeqd %%ymm0, %%ymm0, %%ymm0\n\t"
+                     "vpabsw %%ymm0, %%ymm1\n\t"
+                     "1:\n\t" R12(MADDWD_YMM) "dec %0\n\tjnz 1b"
+                     : "+r"(n) : : "xmm0", "xmm1", "xmm2", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+                       "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc");
+}
+
+#define MADDUBSW_YMM(i) "vpmaddubsw %%ymm1, %%ymm0, %%ymm2\n\tvpmaddwd %%ymm3, %%ymm2, %%ymm2\n\t" \
+    "vpaddd %%ymm2, %%ymm" STR(i) ", %%ymm" STR(i) "\n\t"
+
+__attribute__((target("avx2"))) static void block_vpmaddubsw_ymm(void) {
+    long n = ITER;
+    __asm__ volatile("vpcmpeqd %%ymm0, %%ymm0, %%ymm0\n\t"
+                     "vpabsb %%ymm0, %%ymm1\n\t"
+                     "vpabsw %%ymm0, %%ymm3\n\t"
+                     "1:\n\t" R12(MADDUBSW_YMM) "dec %0\n\tjnz 1b"
+                     : "+r"(n) : : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",
+                       "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc");
+}
+
 /* multiply-adds per block */
 #define VNNI_MACS (64.0 * 24 * ITER)
 #define MADDWD_MACS (32.0 * 24 * ITER)
+#define MADDWD_YMM_MACS (16.0 * 12 * ITER)
+#define MADDUBSW_YMM_MACS (32.0 * 12 * ITER)
 
 static double run_for(void (*block)(void), double macs) {
     long n = 0;
@@ -77,6 +111,8 @@ static double run_for(void (*block)(void), double macs) {
 
 static double run_vnni(void) { return run_for(block_vnni, VNNI_MACS); }
 static double run_vpmaddwd(void) { return run_for(block_vpmaddwd, MADDWD_MACS); }
+static double run_vpmaddwd_ymm(void) { return run_for(block_vpmaddwd_ymm, MADDWD_YMM_MACS); }
+static double run_vpmaddubsw_ymm(void) { return run_for(block_vpmaddubsw_ymm, MADDUBSW_YMM_MACS); }
 
 typedef double (*kernel_fn)(void);
 struct job {
@@ -109,27 +145,27 @@ static double run(kernel_fn fn, int threads) {
     return sum;
 }
 
+/* Prints the best of three runs of fn on `threads` threads as "peak <kind> <threads> <GOP/s>". */
+static void report(const char *kind, kernel_fn fn, int threads) {
+    double best = 0;
+    for (int trial = 0; trial < 3; ++trial) {
+        double r = run(fn, threads);
+        best = r > best ? r : best;
+    }
+    printf("peak %s %d %.1f\n", kind, threads, best / 1e9);
+}
+
 int main(int argc, char **argv) {
     int max_threads = argc > 1 ? atoi(argv[1]) : 1;
     if (argc > 2) seconds = atof(argv[2]);
     if (max_threads < 1 || max_threads > 64) max_threads = 1;
     __builtin_cpu_init();
     for (int t = 1; t <= max_threads; ++t) {
-        if (__builtin_cpu_supports("avx512vnni")) {
-            double best = 0;
-            for (int trial = 0; trial < 3; ++trial) {
-                double r = run(run_vnni, t);
-                best = r > best ? r : best;
-            }
-            printf("peak vnni %d %.1f\n", t, best / 1e9);
-        }
-        if (__builtin_cpu_supports("avx512bw")) {
-            double best = 0;
-            for (int trial = 0; trial < 3; ++trial) {
-                double r = run(run_vpmaddwd, t);
-                best = r > best ? r : best;
-            }
-            printf("peak vpmaddwd %d %.1f\n", t, best / 1e9);
+        if (__builtin_cpu_supports("avx512vnni")) report("vnni", run_vnni, t);
+        if (__builtin_cpu_supports("avx512bw")) report("vpmaddwd", run_vpmaddwd, t);
+        if (__builtin_cpu_supports("avx2")) {
+            report("vpmaddwd_ymm", run_vpmaddwd_ymm, t);
+            report("vpmaddubsw_ymm", run_vpmaddubsw_ymm, t);
         }
     }
     return 0;
