@@ -4,7 +4,8 @@
  * row and the epilogues of a tile. The quantization's vector loops (a min / max / x * 0
  * reduction, then the rounding and the narrowing store) are one body over a lane type
  * (style 2 of docs/native-layout.md): RowLanes, picked by the including file's flags
- * (AVX-512 or AVX2; other ISAs have none and run the scalar loops); the epilogues are plain
+ * (AVX-512 or AVX2; other ISAs have none and run the scalar loops), defined here rather than
+ * in each kernel file because the two AVX-512 kernels share one; the epilogues are plain
  * loops the compiler vectorizes under each ISA's flags (style 3: elementwise, no reduction).
  *
  * Every instance computes the same float32 operations in the same order, so the
