@@ -52,9 +52,14 @@ Each takes ``any_size=True`` to send even tiny float32 problems to the native ke
 
 The switch and the report (one of each for the whole package):
   use_native(False) / set_native_enabled(False) / TINYTORCH_DISABLE_NATIVE=1 turn every
-  native path off, the extensions' included; native_library() gives an extension that
-  makes its own raw C call the loaded library (None when off or missing), and
-  record_native_path() / record_path() file its report in last_path().
+  native path off, the extensions' included; native_library() gives the loaded library
+  (None when off or missing) to code that times or probes a kernel itself: the
+  scorecard's and the benchmarks' raw kernel timings (scorecard/gemm.py,
+  benchmarks/_common.py) and upstream's helpers (extensions.simd_ops.compile_and_load_simd
+  returns it, template_examples.has_custom_hardware looks up a symbol in it). No extension
+  makes its own C call: one that needs a kernel adds a back end (backends/template/,
+  docs/extending.md). record_native_path() / record_path() file a report in last_path()
+  (the back ends' ops do, and compile_graph for its fused calls).
 
 Which code runs: the back ends of tinytorch.backends, tried in priority order; the first
 that does not decline a call serves it. Built in: the runtime's kernels (backends/cpu.py:
@@ -70,6 +75,17 @@ The data path of ``Tensor @ Tensor``, in order:
 
 GELU is the tanh approximation (formulas and limits: backends/numpy_fallback.py). Integer
 input to an activation gives float32, never truncated integers.
+
+What this file owns: the functions listed above and those the list leaves out (``adam_step``,
+``embedding`` / ``embedding_backward``, ``conv_output_size``, ``im2col`` / ``col2im``,
+``max_pool2d`` / ``max_pool2d_backward``, ``relu`` / ``relu_backward``), their argument
+checks (``check_attention_args``, the INT8 limit ``QGEMM_MAX_K``), the routing of each call
+to the back ends, and ``native_library`` / ``native_available`` / ``check_status``.
+
+What it assumes: NumPy arrays in (no Tensor, no autograd: the callers' Functions differentiate);
+every back end returns NotImplemented for a call it declines and NumPy's declines none, so each
+function answers without the runtime; the ctypes prototypes are declared in tinytorch._native
+and the switch and the report live in tinytorch.backends (re-exported here).
 """
 from __future__ import annotations
 

@@ -20,6 +20,15 @@ with no bias, which is where native kernels get routed in. The exact form is
 ``x * Phi(x)``, ``Phi(x) = (1 + erf(x / sqrt(2))) / 2``; erf is computed in NumPy with a
 Chebyshev fit of erfc (fractional error below 1.2e-7 everywhere), since SciPy is not a
 dependency.
+
+What this file owns: the activation Functions (``ReLUFunction``, ``SigmoidFunction``,
+``TanhFunction``, ``GELUTanhFunction``, ``GELUErfFunction``, ``SiLUFunction``,
+``SoftmaxFunction``, ``LogSoftmaxFunction``) with their derivatives, and ``erf``.
+
+What it assumes: the engine's Function contract (autograd.py: arrays in, one array out, one
+gradient per input); the kernel door (core/acceleration.py) for ``relu``, ``stable_sigmoid``,
+``promote_to_float``, ``bias_gelu``, ``softmax`` and ``log_softmax`` and their backwards;
+NumPy for the rest (tanh, the erf fit).
 """
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ and the other methods call the same Functions, so they need neither this file no
 
 GELU: ``approximate="tanh"`` (the default here, so the fused kernels and the core agree)
 goes through ``acceleration.bias_gelu``; ``approximate="none"`` is the exact erf form.
+
+What it assumes: the Functions of activation_ops.py do all the arithmetic (this file adds
+none); ``Layer`` (layers.py) and ``Tensor`` (tensor.py), whose constructor turns a
+non-Tensor argument into a Tensor (float32 for Python numbers and lists).
 """
 from __future__ import annotations
 

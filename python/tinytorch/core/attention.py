@@ -25,6 +25,13 @@ What this file owns
 What it never does
   It never materialises anything larger than the [..., seq_q, seq_k] probabilities, and it
   never edits its inputs.
+
+What it assumes: q, k, v are Tensors or float arrays [..., seq, dim]
+(``acceleration.check_attention_args`` checks shapes, mask and scale); the kernel door
+(core/acceleration.py): ``acceleration.attention`` / ``attention_backward`` serve the default
+FlashAttention path (float32, no mask, no dropout, v as wide as q; the score matrix is then
+never kept), ``acceleration.matmul`` every product of the stock path; dropout masks from the
+framework generator (core/random.py); the projections are layers.py's ``Linear``.
 """
 from __future__ import annotations
 

@@ -25,6 +25,12 @@ key and shapes on any mismatch, and refuses a dtype conversion that would change
 values (core/state_files.py: complex, bool, integers out of range). Files are .safetensors
 (for that suffix) or .npz archives (core/safetensors_files.py picks), written atomically (a crash
 mid-save keeps the previous file) and read without executing code.
+
+What it assumes: ``Tensor`` (tensor.py) and the engine's Function contract; Linear's forward
+and backward go through the kernel door (``acceleration.gemm`` / ``matmul_backward``); weights
+and dropout masks are drawn from the framework generator (core/random.py); parameters are
+float32 unless a dtype is asked for; file formats are core/safetensors_files.py's and
+core/state_files.py's.
 """
 from __future__ import annotations
 

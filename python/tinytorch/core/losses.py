@@ -22,6 +22,11 @@ TypeError (ours) and a ValueError (upstream's).
   * ``BCEWithLogitsLoss(reduction="mean", pos_weight=None)``: the stable form
     ``(1 - y) x + w * softplus(-x)`` with ``w = 1 + (pos_weight - 1) y``.
   * ``MSELoss(reduction="mean")``: prediction and target must have the same shape.
+
+What it assumes: the kernel door (core/acceleration.py) for cross-entropy's forward and
+backward (``acceleration.cross_entropy`` / ``cross_entropy_backward``) and for
+``stable_sigmoid``; ``Layer`` (layers.py), ``Tensor`` (tensor.py) and the engine's Function
+contract; NumPy for the MSE and BCE formulas.
 """
 from __future__ import annotations
 

@@ -7,11 +7,11 @@ Nothing here knows the Tensor class: tensor.py wraps these ops in operators (``a
 ``Add.apply(a, b)``) and methods, so this module sits between the engine and the class:
 autograd <- ops <- tensor.
 
-What lives here: ``Cast`` (the one cast with gradient: the gradient goes back to the
+What this file owns: ``Cast`` (the one cast with gradient: the gradient goes back to the
 source dtype), arithmetic (``Add``, ``Sub``, ``Mul``, ``Div``, ``Pow``, ``Neg``,
 ``MatMul``), reductions (``Sum``, ``Mean``, ``MaxMin``, ``Var``), elementwise maths
 (``Exp``, ``Log``, ``Sqrt``, ``Abs``, ``Clip``), shape and indexing (``Reshape``,
-``Permute``, ``GetItem``, ``Concat``, ``Stack``, ``MaskedFill``, ``Where``). The
+``Contiguous``, ``Permute``, ``GetItem``, ``Concat``, ``Stack``, ``MaskedFill``, ``Where``). The
 activations' Functions live in activation_ops.py.
 
 What it assumes: arguments were checked by the caller (tensor.py normalises axes and

@@ -31,6 +31,11 @@ Rules every optimizer here keeps
     accessors) check every entry before changing anything.
   * Updates are in place on ``p.data`` (the array identity never changes), so layers,
     tied weights and native kernels holding the array see the new values.
+
+What it assumes: parameters are Tensors (``Parameter`` from layers.py, or plain Tensors) whose
+``.grad`` is an array or Tensor of the parameter's shape, or None; Adam and AdamW update every
+parameter at once through the kernel door (``acceleration.adam_step``); in-place updates are
+stamped with ``autograd.bump_version``; schedules assume an optimizer with a settable ``.lr``.
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Spatial layers: Conv2d (im2col + GEMM), MaxPool2d, AvgPool2d, all NCHW with gradients.
 
-What this file owns: the three layers, their Functions and the im2col / col2im helpers.
+What this file owns: the three layers, their Functions, the functional ``conv2d`` /
+``max_pool2d`` / ``avg_pool2d``, the im2col / col2im helpers, and upstream's ``BatchNorm2d``
+(built from Tensor ops) and ``SimpleCNN``.
 
 Convolution as one GEMM: the kernel door's ``im2col`` copies, for each of the KH*KW kernel
 offsets, one strided slice of the zero-padded input into ``cols`` of shape
@@ -19,6 +21,11 @@ over the KH*KW kernel offsets with strided NumPy slices and counts padding zeros
 divisor (PyTorch's default ``count_include_pad=True``).
 
 Weights follow PyTorch: (out_channels, in_channels, KH, KW), uniform +-1/sqrt(fan_in).
+
+What it assumes: NCHW inputs (N, C, H, W), checked (``_check_nchw``); the kernel door
+(core/acceleration.py) for ``im2col`` / ``col2im``, the GEMMs (``gemm``, ``matmul_backward``),
+``max_pool2d`` and its backward and ``conv_output_size``; padding and window slices from
+backends/numpy_fallback.py; weights drawn from the framework generator (core/random.py).
 """
 from __future__ import annotations
 

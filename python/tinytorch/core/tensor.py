@@ -33,6 +33,11 @@ otherwise silently double memory and time) unless ``dtype=np.float64`` is asked 
 integer and bool arrays keep their dtype (labels, masks, token ids). Results of ops keep
 whatever dtype NumPy's promotion gives, so a float64 or float16 graph stays so;
 activations of integer tensors are float32 (see activation_ops.py).
+
+What it assumes: the Functions of ops.py and activation_ops.py do all the differentiable work
+(this file computes no gradient itself) and the engine (autograd.py) runs backward; NumPy's
+semantics (broadcasting, indexing, promotion) apply to every result; ``randn`` draws from the
+framework generator (core/random.py).
 """
 from __future__ import annotations
 

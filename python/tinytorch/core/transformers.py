@@ -29,6 +29,12 @@ does not grow with depth; all draws come from the framework generator (``manual_
 
 Bad input raises ValueError: ids out of range (naming id and vocab size), a sequence longer
 than ``max_seq_len``, heads not dividing the embedding size.
+
+What it assumes: the kernel door (core/acceleration.py) for ``layer_norm`` and its backward,
+the fused ``bias_gelu`` (forward and backward) and the MLP's GEMMs; attention from
+core/attention.py, embeddings from core/embeddings.py, KV-cache decoding from
+core/kv_cache.py, the folder format from core/gpt2_format.py; token ids are integers (or a
+float Tensor of whole numbers: embeddings.check_token_ids).
 """
 from __future__ import annotations
 
