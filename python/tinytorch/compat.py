@@ -17,6 +17,14 @@ implementation in ``tinytorch.core.attention`` (the MultiHeadAttention adapter i
 
 Port upstream code by importing these two names from here:
     from tinytorch.compat import scaled_dot_product_attention, MultiHeadAttention
+
+What this file owns: upstream's ``scaled_dot_product_attention`` adapter (the output and the
+weights, both differentiable) and ``MASK_VALUE`` (upstream's additive constant, informational
+only); MultiHeadAttention is re-exported here, not defined.
+
+What it assumes: ``core.attention.scaled_dot_product_attention`` is the one implementation
+(PyTorch's bool mask, True = may attend), so every non-zero entry of upstream's mask becomes
+True; ``core.transformer`` defines upstream's MultiHeadAttention.
 """
 from __future__ import annotations
 

@@ -34,6 +34,11 @@ What this file owns
 What it never does
   It never changes a weight's shape (structured pruning zeroes; physically slicing the layers is
   a separate export step) and never touches biases in unstructured pruning.
+
+What it assumes: prunable weights are the ``weight`` Parameters of ``Linear`` (in, out) and
+``Conv2d`` (out, in, kh, kw) layers, edited in place on their arrays; distillation's labels are
+class indices (``ClassIndexError``, losses.py's, otherwise); NumPy for the thresholds and
+norms, the engine's Function contract for the loss.
 """
 from __future__ import annotations
 

@@ -15,6 +15,12 @@ Workers: with ``num_workers > 0`` batches are built in a pool of processes start
 with ``spawn`` (a child forked after OpenMP has run in the parent can hang), so the
 dataset and a custom collate_fn must be picklable (defined at module level). Order is
 preserved. Worker w seeds its framework generator from a per-epoch base seed + w.
+
+What it assumes: a dataset's samples are arrays (or tuples of arrays) whose fields stack
+(``default_collate`` stacks them with NumPy; the loader wraps each field of a batch, from it or
+a ``collate_fn``, in a Tensor); randomness
+from core/random.py; the augmentation transforms are core/transforms.py's, re-exported here
+under upstream's import path.
 """
 from __future__ import annotations
 

@@ -31,6 +31,13 @@ How the two models differ, and what the loader does about it:
   * MLP width: n_inner must be None or 4 * n_embd (our blocks use a 4x MLP).
   * Dropout: the *_pdrop values are not used on load (GPT(dropout=...) is the caller's choice,
     0 by default); save_pretrained writes our dropout into all three.
+
+What it assumes: the model is our GPT (core/transformers.py, passed in as ``gpt_class`` or as
+the model, so this file never imports it): its parameter names, ``state_dict`` /
+``load_state_dict(strict=True)``, and plain ``Linear`` projections (an adapter is refused on
+save); the bytes go through core/safetensors_files.py (the optional ``safetensors`` package),
+config.json through the atomic ``tinytorch._atomic.write_file``; float weights are loaded as
+float32, our model's dtype.
 """
 from __future__ import annotations
 

@@ -11,6 +11,10 @@ What it never does: touch NumPy's global ``np.random`` state; user code that cal
 
 The generator starts from OS entropy (like NumPy); ``initial_seed()`` reports the
 seed in use so a run can be logged and repeated.
+
+What it assumes: NumPy's ``Generator`` / ``PCG64`` (the state is that bit generator's state
+dict); callers ask ``get_generator()`` at each draw and keep no reference to it (``manual_seed``
+replaces the generator).
 """
 from __future__ import annotations
 

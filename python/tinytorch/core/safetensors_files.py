@@ -17,6 +17,11 @@ Why safetensors: the format is a JSON header and raw little-endian bytes, so rea
 executes code (unlike pickles), and PyTorch, Hugging Face and ONNX tooling read it directly.
 A truncated or corrupt file is a ValueError naming the file and what the library found.
 Without the package installed both functions raise ImportError saying what to install.
+
+What it assumes: the optional ``safetensors`` package, imported at call time (so the core
+imports without it); the .npz side is core/state_files.py's; the atomic write is
+``tinytorch._atomic.write_file``; arrays are NumPy arrays of numbers or bools (anything else
+is a TypeError naming it).
 """
 from __future__ import annotations
 

@@ -12,6 +12,13 @@ these three steps so each exists once:
     complex values (the imaginary part would be dropped), booleans, strings or objects, an
     integer that the target dtype cannot hold exactly, a finite float that overflows it.
     Narrowing float64 to float32 (rounding only) is allowed, as in PyTorch.
+
+What this file owns: ``save_arrays``, ``load_arrays`` and ``checked_cast``, the three steps
+above, so every .npz writer and reader of the package shares them.
+
+What it assumes: NumPy's .npz format (``np.savez`` / ``np.load(allow_pickle=False)``), and
+``tinytorch._atomic.replacing`` for the temp-file, fsync and rename; the caller names what
+is being loaded (``who``, ``what``) so the errors can say it.
 """
 from __future__ import annotations
 

@@ -34,6 +34,12 @@ are averaged (``sync_gradients``) when a window ends, before its rescaling, clip
 only; the loss (and accuracy) sums are all-reduced, so ``history`` is the global mean on every
 rank; ``save_checkpoint`` gathers on every rank (a ZeRO optimizer's state is a collective) and
 rank 0 alone writes the file (atomically), the others waiting for it at a barrier.
+
+What it assumes: the model is a Layer (or an upstream-style object with ``forward``) with
+``parameters()``, ``state_dict()`` / ``load_state_dict()``; the optimizer is an Optimizer of
+optimizers.py (``params``, ``lr``, ``step``, ``zero_grad``, ``state_dict``); ``loss_fn``
+returns a scalar Tensor whose ``backward()`` fills the gradients; checkpoints are written and
+read through core/state_files.py.
 """
 from __future__ import annotations
 

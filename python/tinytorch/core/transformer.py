@@ -18,6 +18,14 @@ implementation; see docs/compat.md):
 
 Upstream's ``dropout_prob`` defaults (0.1) were never applied by its layers, so the default
 here is 0.0: the same numbers as upstream; pass a value to get real dropout.
+
+What this file owns: upstream's ``create_causal_mask`` and the adapter classes above (their
+argument orders, defaults and float-mask conversion); the layers themselves are
+core/transformers.py's and core/attention.py's.
+
+What it assumes: upstream's masks are float arrays or Tensors, 1 = may attend and 0 = masked,
+converted to our MultiHeadAttention's ``attn_mask`` (bool, True = may NOT attend, as in
+``nn.MultiheadAttention``); token ids given as floats hold whole numbers.
 """
 from __future__ import annotations
 

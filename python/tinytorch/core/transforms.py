@@ -9,6 +9,12 @@
 Each takes an ndarray or a Tensor and returns the same kind (a Tensor result has no autograd
 history: augmentation happens on input data). Randomness comes from the framework generator
 (``core.random``), so ``manual_seed`` makes it reproducible.
+
+What this file owns: the three transforms above (upstream TinyTorch's names and arguments).
+
+What it assumes: an image is an ndarray or Tensor in one of the layouts above (RandomCrop
+tells (C, H, W) from (H, W, C) by C <= 4); every random draw comes from ``get_generator()``
+(core/random.py); NumPy slicing and padding do the work.
 """
 from __future__ import annotations
 

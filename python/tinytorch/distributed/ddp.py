@@ -25,6 +25,11 @@ overwritten by the next synchronised step (copy it to keep it). Both modes give 
 are skipped; a missing ``.grad`` counts as zeros so every rank's buffers match; ``no_sync()``
 accumulates locally (hooks do nothing inside it), and the next synchronised backward averages
 the accumulated sums.
+
+What it assumes: every rank wraps the same model (checked at wrap time) and runs the same
+backward; the collectives are process_group.py's (mpi4py; without it the world is one process
+and averaging is the identity); overlap relies on autograd's post-accumulate-grad hooks
+(``register_post_accumulate_grad_hook``).
 """
 from __future__ import annotations
 

@@ -16,6 +16,13 @@
 
 Prunable weights are those of Linear and Conv2d layers; upstream counts every parameter of
 two or more dimensions (so embeddings and norms would count there).
+
+What this file owns: upstream's names and return conventions above (percentages, returned
+models, ``Compressor``, ``compress_model``'s config checks, ``verify_pruning_works``) and
+``low_rank_approximate`` (NumPy's SVD); every pruning and the loss are core.compression's.
+
+What it assumes: models hold Linear (and Conv2d) layers that core.compression finds; the
+classifier head is the model's last Linear; NumPy for the SVD and the counts.
 """
 from __future__ import annotations
 

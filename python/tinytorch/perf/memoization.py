@@ -22,6 +22,11 @@ What this file owns (upstream's names, thin layers over core.kv_cache):
       decode loop: one prefill, one token a step, the last sampled token never fed back).
 
 ``GPT.generate(..., use_cache=True)`` needs none of this (it builds its own cache).
+
+What it assumes: a GPT-like model with ``embed_dim``, ``num_layers``, ``num_heads``,
+``max_seq_len`` and ``blocks`` each holding an ``attn`` layer that accepts ``kv_cache=``
+(core/attention.py's MultiHeadAttention); GPT.forward routes ``start_pos`` to the recorded
+cache (core/transformers.py).
 """
 from __future__ import annotations
 
