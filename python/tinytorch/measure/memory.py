@@ -18,7 +18,7 @@ import tracemalloc
 
 import numpy as np
 
-__all__ = ["traced_peak", "optimizer_state_bytes", "runtime_memory_stats", "reset_runtime_peak"]
+__all__ = ["traced_call", "traced_peak", "optimizer_state_bytes", "runtime_memory_stats", "reset_runtime_peak"]
 
 
 def optimizer_state_bytes(opt) -> int:
@@ -30,12 +30,10 @@ def optimizer_state_bytes(opt) -> int:
     return sum(v.nbytes for s in opt.state.values() for v in s.values() if isinstance(v, np.ndarray))
 
 
-def traced_peak(fn) -> int:
-    """Bytes: tracemalloc's peak during one call of ``fn`` above the level at its start
-    (NumPy buffers are traced).
-
-    Args:
-        fn: a zero-argument callable.
+def traced_call(fn, *args, **kwargs):
+    """``(result, bytes)``: ``fn(*args, **kwargs)`` and tracemalloc's peak during that call
+    above the level at its start (NumPy buffers are traced). Tracing is started for the call
+    and stopped after it unless it was already on.
     """
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
@@ -43,12 +41,22 @@ def traced_peak(fn) -> int:
     tracemalloc.reset_peak()
     start, _ = tracemalloc.get_traced_memory()
     try:
-        fn()
+        result = fn(*args, **kwargs)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         if not was_tracing:
             tracemalloc.stop()
-    return peak - start
+    return result, max(0, peak - start)
+
+
+def traced_peak(fn) -> int:
+    """Bytes: tracemalloc's peak during one call of ``fn`` above the level at its start
+    (NumPy buffers are traced).
+
+    Args:
+        fn: a zero-argument callable.
+    """
+    return traced_call(fn)[1]
 
 
 def runtime_memory_stats() -> dict | None:

@@ -34,12 +34,11 @@ on Tensors; the runtime's counters may be absent (the runtime fields are then No
 from __future__ import annotations
 
 import importlib  # noqa: F401  (measure.memory reaches the runtime through importlib.import_module at call time; tests stand in a fake runtime by patching it here)
-import tracemalloc
 
 import numpy as np
 
 from ..core.tensor import BYTES_PER_FLOAT32, KB_TO_BYTES, MB_TO_BYTES  # noqa: F401  (the one definition)
-from ..measure.memory import reset_runtime_peak, runtime_memory_stats
+from ..measure.memory import reset_runtime_peak, runtime_memory_stats, traced_call
 from ..measure.timing import BenchmarkResult, benchmark
 
 __all__ = ["Profiler", "runtime_memory_stats", "quick_profile", "analyze_weight_distribution",
@@ -201,19 +200,8 @@ class Profiler:
             raise TypeError(f"measure_memory needs a callable, got {type(fn).__name__}")
         before_rt = runtime_memory_stats()
         reset_ok = reset_runtime_peak() if before_rt is not None else False
-        was_tracing = tracemalloc.is_tracing()
-        if not was_tracing:
-            tracemalloc.start()
-        tracemalloc.reset_peak()
-        start_current, _ = tracemalloc.get_traced_memory()
-        try:
-            result = fn(*args, **kwargs)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            if not was_tracing:
-                tracemalloc.stop()
+        result, tm_peak = traced_call(fn, *args, **kwargs)
         after_rt = runtime_memory_stats()
-        tm_peak = max(0, peak - start_current)
         rt_peak = rt_in_use = rt_allocs = None
         if before_rt is not None and after_rt is not None:
             base = int(before_rt.get("bytes_in_use", 0))
