@@ -456,7 +456,10 @@ TT_API tt_status tt_attention_backward(const float *q, const int64_t *q_strides,
  *   rstd_i = 1 / sqrt(var_i + eps),  y_ij = (x_ij - mean_i) rstd_i gamma_j + beta_j.
  * gamma and beta (cols entries each) may be NULL (weight 1, bias 0); mean and rstd (rows
  * entries each) may be NULL when not wanted. The statistics are one pass over the row
- * (sum and sum of squares of x - x_i0 per SIMD lane, combined in double). eps must be
+ * (sum and sum of squares of x - x_i0 per SIMD lane, combined in double), and y is formed
+ * from the same shift, ((x_ij - x_i0) - (mean_i - x_i0)) rstd_i, so a row whose |mean| is
+ * far above its spread (1.7e9 +- 1e4) keeps it. The saved mean is rounded to float, so
+ * tt_layernorm_backward's xhat loses such a row's spread (a known limit). eps must be
  * finite and >= 0. y may equal x (not partly overlap it); y must not overlap gamma, beta,
  * mean or rstd. cols == 0 gives mean 0, rstd 1/sqrt(eps). Path "layernorm_forward:<isa>". */
 TT_API tt_status tt_layernorm_forward(const float *x, const float *gamma, const float *beta,

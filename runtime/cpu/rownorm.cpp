@@ -45,12 +45,12 @@ void ln_forward_scalar(const float *x, const float *gamma, const float *beta, fl
     const double md = s1 / (double)cols;
     double var = s2 / (double)cols - md * md;
     if (var < 0.0) var = 0.0; /* NaN stays NaN */
-    const float mean = (float)(x0 + md);
+    const float x0f = x[0], mdf = (float)md; /* x0f before y (may be x) is written */
     const float rstd = (float)(1.0 / std::sqrt(var + (double)eps));
-    *mean_out = mean;
+    *mean_out = (float)(x0 + md);
     *rstd_out = rstd;
     for (int64_t j = 0; j < cols; ++j) {
-        float v = (x[j] - mean) * rstd;
+        float v = ((x[j] - x0f) - mdf) * rstd; /* shifted: see rownorm_kernels.h */
         if (gamma) v *= gamma[j];
         if (beta) v += beta[j];
         y[j] = v;

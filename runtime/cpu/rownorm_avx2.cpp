@@ -86,13 +86,12 @@ void ln_forward(const float *x, const float *gamma, const float *beta, float *y,
     const double md = hsum_pd(_mm256_add_pd(s_lo, s_hi)) / (double)cols;
     double var = hsum_pd(_mm256_add_pd(q_lo, q_hi)) / (double)cols - md * md;
     if (var < 0.0) var = 0.0;
-    const float mean = (float)((double)x[0] + md);
     const float rstd = (float)(1.0 / std::sqrt(var + (double)eps));
-    *mean_out = mean;
+    *mean_out = (float)((double)x[0] + md);
     *rstd_out = rstd;
-    const __m256 vm = _mm256_set1_ps(mean), vr = _mm256_set1_ps(rstd);
+    const __m256 vm = _mm256_set1_ps((float)md), vr = _mm256_set1_ps(rstd);
     auto out = [&](__m256 xv, int64_t at, bool tail) {
-        __m256 v = _mm256_mul_ps(_mm256_sub_ps(xv, vm), vr);
+        __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_sub_ps(xv, x0), vm), vr);
         if (kGamma) v = _mm256_mul_ps(v, tail ? _mm256_maskload_ps(gamma + at, m) : _mm256_loadu_ps(gamma + at));
         if (kBeta) v = _mm256_add_ps(v, tail ? _mm256_maskload_ps(beta + at, m) : _mm256_loadu_ps(beta + at));
         return v;

@@ -51,13 +51,12 @@ void ln_forward(const float *x, const float *gamma, const float *beta, float *y,
     const double md = _mm512_reduce_add_pd(_mm512_add_pd(s_lo, s_hi)) / (double)cols;
     double var = _mm512_reduce_add_pd(_mm512_add_pd(q_lo, q_hi)) / (double)cols - md * md;
     if (var < 0.0) var = 0.0;
-    const float mean = (float)((double)x[0] + md);
     const float rstd = (float)(1.0 / std::sqrt(var + (double)eps));
-    *mean_out = mean;
+    *mean_out = (float)((double)x[0] + md);
     *rstd_out = rstd;
-    const __m512 vm = _mm512_set1_ps(mean), vr = _mm512_set1_ps(rstd);
+    const __m512 vm = _mm512_set1_ps((float)md), vr = _mm512_set1_ps(rstd);
     auto out = [&](__m512 xv, int64_t at, __mmask16 k) {
-        __m512 v = _mm512_mul_ps(_mm512_sub_ps(xv, vm), vr);
+        __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_sub_ps(xv, x0), vm), vr);
         if (kGamma) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(k, gamma + at));
         if (kBeta) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, beta + at));
         return v;

@@ -8,7 +8,11 @@
  *   statistics in one pass: d = x - x[0] (the shift keeps E[d^2] - E[d]^2 well
  *   conditioned when |mean| >> std), sum d and sum d^2 accumulated in double;
  *   var = max(S2/n - (S1/n)^2, 0) (NaN kept), mean = x[0] + S1/n, rstd = 1/sqrt(var + eps);
- *   then y = (x - mean) rstd gamma + beta in float.
+ *   then y = ((x - x[0]) - S1/n) rstd gamma + beta in float: x - x[0] is exact for values
+ *   within 2x of x[0] (Sterbenz), so a row like 1.7e9 + small spread keeps its spread,
+ *   where x - float(mean) would lose it to mean's rounding (half an ulp of |mean|).
+ *   The saved mean is float(x[0] + S1/n): the backward's xhat = (x - mean) rstd still
+ *   loses such a row's spread (known limit, see tinytorch.h).
  * Backward of one row: pass 1 sums g = grad_y gamma and g xhat (double) and adds
  * grad_y xhat and grad_y into the caller's column sums; pass 2 writes
  *   grad_x = rstd g - rstd mean(g) - rstd mean(g xhat) xhat.

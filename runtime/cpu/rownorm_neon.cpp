@@ -79,13 +79,12 @@ void ln_forward_neon(const float *x, const float *gamma, const float *beta, floa
     const double md = hsum_pd(s_lo, s_hi) / (double)cols;
     double var = hsum_pd(q_lo, q_hi) / (double)cols - md * md;
     if (var < 0.0) var = 0.0;
-    const float mean = (float)((double)x[0] + md);
     const float rstd = (float)(1.0 / std::sqrt(var + (double)eps));
-    *mean_out = mean;
+    *mean_out = (float)((double)x[0] + md);
     *rstd_out = rstd;
-    const float32x4_t vm = vdupq_n_f32(mean), vr = vdupq_n_f32(rstd);
+    const float32x4_t vm = vdupq_n_f32((float)md), vr = vdupq_n_f32(rstd);
     auto out = [&](float32x4_t xv, float32x4_t gv, float32x4_t bv) {
-        float32x4_t v = vmulq_f32(vsubq_f32(xv, vm), vr);
+        float32x4_t v = vmulq_f32(vsubq_f32(vsubq_f32(xv, x0), vm), vr);
         if (gamma) v = vmulq_f32(v, gv);
         if (beta) v = vaddq_f32(v, bv);
         return v;

@@ -77,6 +77,20 @@ def test_layer_norm_matches_float64_and_torch(isa, threads, shape, affine):
         np.testing.assert_allclose(db, tb.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("offset", [1.7e9, -3.0e7, 1e4], ids=str)
+def test_layer_norm_keeps_the_spread_of_a_row_far_from_zero(isa, threads, offset):
+    """A row whose |mean| is far above its spread (values a few ulps apart at 1.7e9): the
+    output is formed from x - x[0] (exact), not x - float(mean), whose rounding alone is
+    ~1% of the spread here (a fuzzer finding)."""
+    spacing = np.spacing(np.float32(offset))
+    steps = RNG.integers(0, 200, size=(4, 129))
+    x = (np.float32(offset) + steps * spacing).astype(np.float32)
+    y, _, _ = acc.layer_norm(x, None, None, 1e-5, any_size=True)
+    assert acc.last_path() == f"native:layernorm_forward:{kernel_name(isa)}"
+    ry = ln_reference(x, None, None, 1e-5, np.zeros_like(x))[0]
+    np.testing.assert_allclose(y, ry, rtol=0, atol=1e-4 * (1 + np.abs(ry).max()))
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_softmax_matches_float64_and_torch(isa, threads, shape, log):
