@@ -3,7 +3,7 @@
 Contenders, on the same q, k, v ([1, heads, S, d] float32), in the same process:
   flash   tinytorch.extensions.flash_attention: the runtime's tiled kernel
           (runtime/cpu/attention*.cpp, online softmax; FlashAttention-2 backward)
-  stock   tinytorch.core.attention.scaled_dot_product_attention: the whole S x S score
+  stock   tinytorch.core.attention.attention(flash=False): the whole S x S score
           matrix, softmax in NumPy, products through the runtime's GEMM
   torch   torch.nn.functional.scaled_dot_product_attention (PyTorch's CPU kernel)
 for S in --seqs, causal and not, forward alone ("fwd", ndarrays / no_grad) and forward +
@@ -28,7 +28,7 @@ from __future__ import annotations
 import _common as C
 import numpy as np
 
-from tinytorch.core.attention import scaled_dot_product_attention as stock_attention
+from tinytorch.core.attention import attention as stock_attention
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import flash_attention, last_path
 from tinytorch.scorecard.attention import flops, peak_memory  # one copy of each measurement
@@ -153,7 +153,7 @@ def main():
         "`flash` is `tinytorch.extensions.flash_attention` (the runtime's kernel: 64-query x 64-key "
         "blocks, queries along the SIMD lanes, online softmax, log-sum-exp saved; the backward "
         "recomputes each block's probabilities, FlashAttention-2); `stock` is "
-        "`tinytorch.core.attention.scaled_dot_product_attention` (S x S scores, NumPy softmax, "
+        "`tinytorch.core.attention.attention(flash=False)` (S x S scores, NumPy softmax, "
         "GEMMs through the runtime); `torch` is `torch.nn.functional.scaled_dot_product_attention`. "
         "fwd: ndarrays (torch under no_grad); fwd+bwd: autograd Tensors and `backward(ones)`. "
         "Times: medians of per-contender blocks after a settle pause (C.measure_rounds); GFLOP/s are flash's "

@@ -1,5 +1,6 @@
 """Upstream attention / transformer calls (core/attention.py, core/transformer.py upstream):
-tinytorch.compat's attention adapters and tinytorch.core.transformer, checked against
+the course's scaled_dot_product_attention (also tinytorch.compat's) and
+tinytorch.core.transformer, checked against
 PyTorch and against this project's own classes."""
 import numpy as np
 import pytest
@@ -50,9 +51,11 @@ def test_sdpa_mask_meaning_one_attends_zero_masks():
     mask = Tensor(np.array([[[1, 0, 0], [1, 1, 0], [1, 1, 1]]], np.float32))
     _, w = scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v), mask)
     assert np.all(w.data[mask.data == 0] == 0)
-    # ours (the PyTorch convention) is the same call with a bool mask, output only
-    from tinytorch.core.attention import scaled_dot_product_attention as sdpa
-    o = sdpa(Tensor(q), Tensor(k), Tensor(v), mask=mask.data != 0)
+    # upstream's path and compat's name are one function; the engine's attention (PyTorch's
+    # convention: a bool mask, the output only) gives the same output
+    from tinytorch.core import attention as core_attention
+    assert core_attention.scaled_dot_product_attention is scaled_dot_product_attention
+    o = core_attention.attention(Tensor(q), Tensor(k), Tensor(v), mask=mask.data != 0)
     np.testing.assert_allclose(o.data, (w.data @ v), atol=1e-6)
 
 

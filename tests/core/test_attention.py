@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from parity import assert_close, check_parity
-from tinytorch.core.attention import MultiHeadAttention, causal_mask, scaled_dot_product_attention
+from tinytorch.core.attention import MultiHeadAttention, causal_mask, attention
 from tinytorch.core.tensor import Tensor
 
 
@@ -56,14 +56,14 @@ SDPA_SHAPES = [
 @pytest.mark.parametrize("qs,ks,vs", SDPA_SHAPES)
 def test_sdpa_parity(rng, qs, ks, vs):
     q, k, v = rng.standard_normal(qs), rng.standard_normal(ks), rng.standard_normal(vs)
-    check_parity(lambda a, b, c: scaled_dot_product_attention(a, b, c), ref_sdpa, [q, k, v], rng=rng,
+    check_parity(lambda a, b, c: attention(a, b, c), ref_sdpa, [q, k, v], rng=rng,
                  name="sdpa")
 
 
 @pytest.mark.parametrize("t", [1, 4, 9])
 def test_sdpa_causal_parity(rng, t):
     q, k, v = (rng.standard_normal((2, 2, t, 3)) for _ in range(3))
-    check_parity(lambda a, b, c: scaled_dot_product_attention(a, b, c, causal=True),
+    check_parity(lambda a, b, c: attention(a, b, c, causal=True),
                  lambda a, b, c: ref_sdpa(a, b, c, causal=True), [q, k, v], rng=rng, name="sdpa causal")
 
 
@@ -71,10 +71,10 @@ def test_sdpa_bool_and_float_masks_parity(rng):
     q, k, v = rng.standard_normal((2, 2, 4, 3)), rng.standard_normal((2, 2, 6, 3)), rng.standard_normal((2, 2, 6, 3))
     bmask = rng.random((2, 1, 4, 6)) > 0.4
     bmask[..., 0] = True  # every row keeps at least one key
-    check_parity(lambda a, b, c: scaled_dot_product_attention(a, b, c, mask=bmask),
+    check_parity(lambda a, b, c: attention(a, b, c, mask=bmask),
                  lambda a, b, c: ref_sdpa(a, b, c, mask=bmask), [q, k, v], rng=rng, name="sdpa bool mask")
     fmask = rng.standard_normal((4, 6))
-    check_parity(lambda a, b, c: scaled_dot_product_attention(a, b, c, mask=fmask),
+    check_parity(lambda a, b, c: attention(a, b, c, mask=fmask),
                  lambda a, b, c: ref_sdpa(a, b, c, mask=fmask), [q, k, v], rng=rng, name="sdpa float mask",
                  fwd_atol=1e-5)
 
@@ -83,11 +83,11 @@ def test_sdpa_is_stable_for_huge_scores(rng):
     q = rng.standard_normal((1, 2, 5, 4)) * 1e4
     k = rng.standard_normal((1, 2, 5, 4)) * 10
     v = rng.standard_normal((1, 2, 5, 4))
-    out = scaled_dot_product_attention(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32))
+    out = attention(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32))
     assert np.all(np.isfinite(out))
     assert_close(out, ref_sdpa(q, k, v), 1e-4, 1e-4, "sdpa huge scores")
     t = Tensor(q.astype(np.float32), requires_grad=True)
-    scaled_dot_product_attention(t, Tensor(k.astype(np.float32)), Tensor(v.astype(np.float32))).sum().backward()
+    attention(t, Tensor(k.astype(np.float32)), Tensor(v.astype(np.float32))).sum().backward()
     assert np.all(np.isfinite(t.grad))
 
 
@@ -95,7 +95,7 @@ def test_sdpa_fully_masked_row_gives_zero_and_no_gradient(rng):
     q, k, v = (Tensor(rng.standard_normal((1, 1, 3, 2)).astype(np.float32), requires_grad=True) for _ in range(3))
     mask = np.ones((3, 3), dtype=bool)
     mask[1] = False
-    out = scaled_dot_product_attention(q, k, v, mask=mask)
+    out = attention(q, k, v, mask=mask)
     assert np.all(out.data[0, 0, 1] == 0)
     out.backward(np.ones(out.shape, np.float32))
     assert np.all(q.grad[0, 0, 1] == 0)
@@ -104,7 +104,7 @@ def test_sdpa_fully_masked_row_gives_zero_and_no_gradient(rng):
 
 def test_sdpa_ndarray_in_ndarray_out_and_custom_scale(rng):
     q, k, v = (rng.standard_normal((2, 3, 4)).astype(np.float32) for _ in range(3))
-    out = scaled_dot_product_attention(q, k, v, scale=0.3)
+    out = attention(q, k, v, scale=0.3)
     assert isinstance(out, np.ndarray)
     assert_close(out, ref_sdpa(q.astype(np.float64), k, v, scale=0.3), 1e-5, 1e-5, "sdpa scale")
 
@@ -112,18 +112,18 @@ def test_sdpa_ndarray_in_ndarray_out_and_custom_scale(rng):
 def test_sdpa_bad_input():
     a = np.zeros((1, 2, 3, 4), np.float32)
     with pytest.raises(ValueError, match="last dim"):
-        scaled_dot_product_attention(a, np.zeros((1, 2, 3, 5), np.float32), a)
+        attention(a, np.zeros((1, 2, 3, 5), np.float32), a)
     with pytest.raises(ValueError, match="same number of keys"):
-        scaled_dot_product_attention(a, a, np.zeros((1, 2, 4, 4), np.float32))
+        attention(a, a, np.zeros((1, 2, 4, 4), np.float32))
     with pytest.raises(ValueError, match="mask of shape"):
-        scaled_dot_product_attention(a, a, a, mask=np.ones((2, 2), bool))
+        attention(a, a, a, mask=np.ones((2, 2), bool))
     with pytest.raises(ValueError, match="batch dims"):
         b = np.zeros((3, 2, 3, 4), np.float32)
-        scaled_dot_product_attention(np.zeros((2, 2, 3, 4), np.float32), b, b)
+        attention(np.zeros((2, 2, 3, 4), np.float32), b, b)
     with pytest.raises(TypeError, match="bool or float"):
-        scaled_dot_product_attention(a, a, a, mask=np.ones((3, 3), np.int64))
+        attention(a, a, a, mask=np.ones((3, 3), np.int64))
     with pytest.raises(ValueError, match="seq, dim"):
-        scaled_dot_product_attention(np.zeros(3, np.float32), a, a)
+        attention(np.zeros(3, np.float32), a, a)
 
 
 def test_causal_mask():
@@ -158,7 +158,7 @@ def test_sdpa_matches_torch(rng, case):
     tmask = None if mask is None else torch.from_numpy(mask)
     tout = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tmask, is_causal=causal)
     ours_q, ours_k, ours_v = (Tensor(a, requires_grad=True, dtype=np.float64) for a in (q, k, v))
-    out = scaled_dot_product_attention(ours_q, ours_k, ours_v, mask=mask, causal=causal)
+    out = attention(ours_q, ours_k, ours_v, mask=mask, causal=causal)
     g = rng.standard_normal(out.shape)
     out.backward(g)
     tout.backward(torch.from_numpy(g))

@@ -6,7 +6,7 @@ import pytest
 
 from tinytorch import native
 from tinytorch.core import acceleration as acc
-from tinytorch.core.attention import MultiHeadAttention, scaled_dot_product_attention
+from tinytorch.core.attention import MultiHeadAttention, attention
 from tinytorch.core.kv_cache import KVCache
 from tinytorch.core.tensor import Tensor
 
@@ -26,7 +26,7 @@ def test_flash_and_stock_agree_in_values_and_gradients(causal):
     results = {}
     for flash in (None, False):
         tq, tk, tv = (Tensor(x, requires_grad=True) for x in (q, k, v))
-        out = scaled_dot_product_attention(tq, tk, tv, causal=causal, flash=flash)
+        out = attention(tq, tk, tv, causal=causal, flash=flash)
         forward_path = acc.last_path()
         (out * Tensor(np.cos(np.arange(out.data.size, dtype=np.float32)).reshape(out.shape))).sum().backward()
         results[flash] = (out.data, tq.grad, tk.grad, tv.grad, forward_path)
@@ -56,7 +56,7 @@ def test_multihead_causal_self_attention_runs_the_kernel():
     finally:
         acc.attention = original
     assert seen and seen[0] == "native:attention_forward:" + native.isa()
-    ref = scaled_dot_product_attention  # the same layer on the stock path must agree
+    ref = attention  # the same layer on the stock path must agree
     q = mha._split_heads(mha.q_proj(x))
     k = mha._split_heads(mha.k_proj(x))
     v = mha._split_heads(mha.v_proj(x))
@@ -79,6 +79,6 @@ def test_kv_cache_prefill_uses_bottom_right_causality():
 def test_flash_true_refuses_what_it_cannot_do():
     q, k, v = _qkv(1, 1, 4, 8)
     with pytest.raises(ValueError, match="flash=True"):
-        scaled_dot_product_attention(q, k, v, mask=np.ones((4, 4), bool), flash=True)
+        attention(q, k, v, mask=np.ones((4, 4), bool), flash=True)
     with pytest.raises(ValueError, match="flash=True"):
-        scaled_dot_product_attention(q.astype(np.float64), k, v, flash=True)
+        attention(q.astype(np.float64), k, v, flash=True)

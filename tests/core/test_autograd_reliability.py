@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tinytorch.core.activations import log_softmax, softmax  # noqa: E402
-from tinytorch.core.attention import scaled_dot_product_attention  # noqa: E402
+from tinytorch.core.attention import attention  # noqa: E402
 from tinytorch.core.autograd import bump_version  # noqa: E402
 from tinytorch.core.losses import cross_entropy  # noqa: E402
 from tinytorch.core.optimizers import SGD, Adam, AdamW, clip_grad_norm_  # noqa: E402
@@ -308,7 +308,7 @@ def test_attention_over_zero_keys_gives_zeros_like_torch():
     k, v = np.zeros((1, 0, 3)), np.zeros((1, 0, 4))
     tq, tk, tv = t64(q), t64(k), t64(v)
     pq, pk, pv = p64(q), p64(k), p64(v)
-    out = scaled_dot_product_attention(tq, tk, tv)
+    out = attention(tq, tk, tv)
     ref = F.scaled_dot_product_attention(pq, pk, pv)
     same(out.data, ref)
     out.sum().backward()

@@ -16,7 +16,7 @@ import pytest
 from contract import check_contract, run_with_grads
 from tinytorch import native
 from tinytorch.core.acceleration import use_native
-from tinytorch.core.attention import scaled_dot_product_attention
+from tinytorch.core.attention import attention
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import FlashAttentionFunction, flash_attention
 from tinytorch.extensions.flash_attn import (attention_backward_reference,
@@ -155,10 +155,10 @@ def test_masks_match_torch_and_the_stock_attention():
         np.testing.assert_allclose(out.data, want, atol=3e-6)
         for got, ref in zip(grads, want_grads):
             np.testing.assert_allclose(got, ref, atol=3e-5)
-        np.testing.assert_allclose(out.data, scaled_dot_product_attention(q, k, v, mask=mask),
+        np.testing.assert_allclose(out.data, attention(q, k, v, mask=mask),
                                    atol=3e-6)
     np.testing.assert_allclose(flash_attention(q, q, q, causal=True),
-                               scaled_dot_product_attention(q, q, q, causal=True), atol=3e-6)
+                               attention(q, q, q, causal=True), atol=3e-6)
 
 
 # ------------------------------------------------------------------------------------

@@ -18,13 +18,13 @@ CASES = {
         assert native.last_kernel_path().startswith("sgemm_strided_batched:"), native.last_kernel_path()
     """,
     "causal_attention": """
-        from tinytorch.core.attention import MultiHeadAttention, scaled_dot_product_attention
+        from tinytorch.core.attention import MultiHeadAttention, attention
         x = Tensor(np.random.default_rng(1).standard_normal((1, 128, 192)).astype(np.float32))
         out = MultiHeadAttention(192, 3)(x, causal=True)
         assert out.shape == (1, 128, 192) and np.isfinite(out.data).all()
         # the textbook path runs its products through the strided-batched GEMM (3 heads)
         q = Tensor(np.random.default_rng(2).standard_normal((1, 3, 128, 64)).astype(np.float32))
-        stock = scaled_dot_product_attention(q, q, q, causal=True, flash=False)
+        stock = attention(q, q, q, causal=True, flash=False)
         assert np.isfinite(stock.data).all()
     """,
 }

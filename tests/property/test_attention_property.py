@@ -1,4 +1,4 @@
-"""Attention against PyTorch (float64): scaled_dot_product_attention with bool / float
+"""Attention against PyTorch (float64): attention with bool / float
 masks, causal masking (square and not), custom scales, zero keys and fully masked
 rows; and MultiHeadAttention against nn.MultiheadAttention with the same weights."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import assume, given, strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
 from torchdiff import LAYOUTS, arrays, assert_grads, assert_same, backward_both, leaf  # noqa: E402
-from tinytorch.core.attention import MultiHeadAttention, scaled_dot_product_attention  # noqa: E402
+from tinytorch.core.attention import MultiHeadAttention, attention  # noqa: E402
 
 F = torch.nn.functional
 SMALL = st.floats(-1.0, 1.0, allow_nan=False, allow_subnormal=False, width=64)
@@ -36,7 +36,7 @@ def test_sdpa_matches_torch(batch, l, s, d, dv, mask_kind, full_mask, scale, lay
         mask = data.draw(arrays(mshape, st.floats(-5.0, 5.0, width=64)), label="mask")
         pmask = torch.as_tensor(mask)
     causal = mask_kind == "causal"
-    out = scaled_dot_product_attention(q, k, v, mask=mask, causal=causal, scale=scale)
+    out = attention(q, k, v, mask=mask, causal=causal, scale=scale)
     ref = F.scaled_dot_product_attention(pq, pk, pv, attn_mask=pmask, is_causal=causal, scale=scale)
     assert_same(out, ref, f"sdpa(mask={mask_kind}, L={l}, S={s}, scale={scale})")
     backward_both(out, ref, data.draw(arrays(tuple(ref.shape)), label="upstream"))

@@ -1,7 +1,9 @@
 """Attention: scaled dot-product attention and multi-head attention.
 
 What this file owns
-  scaled_dot_product_attention(q, k, v, mask=None, causal=False, scale=None, dropout_p=0.0)
+  attention(q, k, v, mask=None, causal=False, scale=None, dropout_p=0.0, flash=None)
+      the engine's attention, with PyTorch's ``F.scaled_dot_product_attention`` contract
+      (returns the output only; the layers, models and benchmarks call it):
       softmax(q k^T * scale + mask) v over [..., seq, dim] (usually [batch, heads, seq, dim]),
       as one autograd Function: the forward keeps only the attention probabilities, the
       backward is the textbook one
@@ -12,6 +14,14 @@ What this file owns
       Masks follow PyTorch's ``scaled_dot_product_attention``: a bool mask is True where a query
       MAY attend; a float mask is added to the scores. ``causal=True`` lets query i see keys
       0..i (top-left aligned, like PyTorch's ``is_causal``).
+  scaled_dot_product_attention(Q, K, V, mask=None, causal=False, scale=None)
+      the course's function (upstream TinyTorch's module 12 contract, where course code
+      imports it): returns ``(output, weights)``, both differentiable, from ONE call of the
+      same Function over [V | I] (the weights are the output for V = I). Its mask is bool or
+      binary (1 = may attend, 0 = masked); any other float is refused, so an additive mask
+      can never be misread as a binary one (or the reverse), and so is a query with no
+      allowed key.
+  binary_mask(mask, who)  that mask rule, in one place (core/transformer.py's adapters use it).
   causal_mask(seq_len, kv_len=None)  bool [seq_len, kv_len], True where attention is allowed;
       with kv_len > seq_len the queries are the *last* seq_len positions (what incremental
       decoding with a KV cache needs).
@@ -43,9 +53,9 @@ from . import acceleration as _acc
 from .autograd import Function
 from .layers import Layer, Linear
 from .random import get_generator
-from .tensor import Tensor
+from .tensor import Tensor, concat
 
-__all__ = ["scaled_dot_product_attention", "ScaledDotProductAttention", "FlashAttention", "causal_mask",
+__all__ = ["attention", "scaled_dot_product_attention", "binary_mask", "ScaledDotProductAttention", "FlashAttention", "causal_mask",
            "MultiHeadAttention", "stable_softmax"]
 
 
@@ -154,12 +164,13 @@ def _as_tensor(x, name):
         return x
     if isinstance(x, np.ndarray):
         return Tensor(x, dtype=x.dtype if x.dtype.kind == "f" else None)  # arrays keep their float dtype
-    raise TypeError(f"scaled_dot_product_attention: {name} must be a Tensor or ndarray, got {type(x).__name__}")
+    raise TypeError(f"attention: {name} must be a Tensor or ndarray, got {type(x).__name__}")
 
 
-def scaled_dot_product_attention(q, k, v, mask=None, causal: bool = False, scale: float | None = None,
-                                 dropout_p: float = 0.0, flash: bool | None = None):
-    """softmax(q k^T / sqrt(d) + mask) v for q [..., L, d], k [..., S, d], v [..., S, dv].
+def attention(q, k, v, mask=None, causal: bool = False, scale: float | None = None,
+              dropout_p: float = 0.0, flash: bool | None = None):
+    """softmax(q k^T / sqrt(d) + mask) v for q [..., L, d], k [..., S, d], v [..., S, dv],
+    with the conventions of PyTorch's ``F.scaled_dot_product_attention``.
 
     Tensors in give a Tensor out (differentiable in q, k, v); arrays in give an array out.
     Batch dims (usually [batch, heads]) broadcast; the result is [..., L, dv].
@@ -211,6 +222,64 @@ def scaled_dot_product_attention(q, k, v, mask=None, causal: bool = False, scale
 
 def _result(out, arrays_in):
     return out.data if arrays_in else out
+
+
+def binary_mask(mask, who: str = "attention") -> np.ndarray | None:
+    """The course's mask as bool (True = may attend): bool as is; numbers must be 0 or 1
+    (ValueError naming the first other value, prefixed by ``who``); None stays None."""
+    if mask is None:
+        return None
+    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    if m.dtype == np.bool_:
+        return m
+    if m.dtype.kind not in "fiu":
+        raise TypeError(f"{who}: mask must be bool or numeric 0/1, got {m.dtype}")
+    odd = m[(m != 0) & (m != 1)]  # NaN lands here too
+    if odd.size:
+        raise ValueError(f"{who}: mask must hold only 1 (may attend) and 0 (masked), got "
+                         f"{odd.flat[0]!r}; an additive float mask (0 / -inf) goes to "
+                         "core.attention.attention")
+    return m == 1
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None, causal: bool = False, scale: float | None = None):
+    """The course's attention: ``(output, weights)`` with weights = softmax(Q K^T / sqrt(d)) on
+    the allowed keys and output = weights V, for Q [..., L, d], K [..., S, d], V [..., S, dv].
+
+    Both come from one call of ``ScaledDotProductAttention`` over [V | I] (the identity's
+    columns give the weights), so both are differentiable and share one score matrix.
+    Tensors in give Tensors out; arrays in give arrays out. The engine's output-only
+    version with PyTorch's mask conventions is ``attention``.
+
+    Args:
+        Q, K, V: queries, keys and values (Tensors or float arrays).
+        mask: None, bool, or numbers 0/1 (1 = may attend) broadcastable to [..., L, S]; any
+            other value is refused (ValueError), and so is a query with no allowed key.
+        causal: query i sees keys 0..i only (top-left), or "bottom_right".
+        scale: multiplies Q K^T; default 1/sqrt(d).
+    """
+    who = "scaled_dot_product_attention"
+    arrays_in = not isinstance(Q, Tensor)
+    q, k, v = _as_tensor(Q, "Q"), _as_tensor(K, "K"), _as_tensor(V, "V")
+    allowed = binary_mask(mask, who)
+    _, scale = _acc.check_attention_args(q, k, v, allowed, causal, scale, who)
+    l, s = q.shape[-2], k.shape[-2]
+    if causal == "bottom_right":
+        allowed = causal_mask(l, s) if allowed is None else _and_mask(allowed, causal_mask(l, s))
+        causal = False
+    seen = allowed
+    if causal:  # top-left: query i sees keys 0..i
+        tri = np.tril(np.ones((l, s), dtype=bool))
+        seen = tri if allowed is None else allowed & tri
+    if s == 0 or (seen is not None and not seen.any(axis=-1).all()):
+        raise ValueError(f"{who}: every query needs at least one allowed key (a row of the mask "
+                         f"is all 0, or there are {s} keys)")
+    dv = v.shape[-1]
+    eye = Tensor(np.broadcast_to(np.eye(s, dtype=v.dtype), v.shape[:-1] + (s,)), dtype=v.dtype)
+    both = ScaledDotProductAttention.apply(q, k, concat([v, eye], axis=-1), mask=allowed,
+                                           causal=bool(causal), scale=scale, dropout_p=0.0)
+    out, weights = both[..., :dv], both[..., dv:]
+    return (out.data, weights.data) if arrays_in else (out, weights)
 
 
 class MultiHeadAttention(Layer):
@@ -291,7 +360,10 @@ class MultiHeadAttention(Layer):
         value = key if value is None else (value if isinstance(value, Tensor) else Tensor(value))
         for name, t in (("query", query), ("key", key), ("value", value)):
             if t.ndim != 3 or t.shape[-1] != self.embed_dim:
-                raise ValueError(f"MultiHeadAttention: {name} must be [batch, seq, {self.embed_dim}], got {t.shape}")
+                hint = (" (upstream's mha(x, mask) call is core.transformer.MultiHeadAttention's)"
+                        if name == "key" and value is key else "")
+                raise ValueError(f"MultiHeadAttention: {name} must be [batch, seq, {self.embed_dim}], "
+                                 f"got {t.shape}{hint}")
         if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
             raise ValueError(f"MultiHeadAttention: batch/seq mismatch: query {query.shape}, key {key.shape}, "
                              f"value {value.shape}")
@@ -322,7 +394,7 @@ class MultiHeadAttention(Layer):
         if need_weights:
             out, weights = self._attend_with_weights(q, k, v, mask, sdpa_causal, drop)
         else:
-            out = scaled_dot_product_attention(q, k, v, mask=mask, causal=sdpa_causal, dropout_p=drop)
+            out = attention(q, k, v, mask=mask, causal=sdpa_causal, dropout_p=drop)
         out = out.transpose(0, 2, 1, 3).reshape(b, l, self.embed_dim)
         out = self.out_proj(out)
         if need_weights:
@@ -330,7 +402,7 @@ class MultiHeadAttention(Layer):
         return out
 
     def _attend_with_weights(self, q, k, v, mask, causal, drop):
-        out = scaled_dot_product_attention(q, k, v, mask=mask, causal=causal, dropout_p=drop)
+        out = attention(q, k, v, mask=mask, causal=causal, dropout_p=drop)
         # Recompute the probabilities for reporting only (no gradient through them).
         scores = _acc.matmul(q.data, _swap(k.data)) / math.sqrt(self.head_dim)
         if mask is not None:

@@ -54,15 +54,14 @@ def create_causal_mask(seq_len: int) -> Tensor:
 def _attend_mask(mask) -> np.ndarray:
     """Upstream float mask (1 = attend) [T, T] / [B, T, T] / [B, H, T, T] -> our
     MultiHeadAttention ``attn_mask`` (bool True = may NOT attend) [B or 1, 1 or H, T, T]."""
-    m = np.asarray(mask.data if isinstance(mask, Tensor) else mask)
-    blocked = m == 0
+    blocked = ~_attn_mod.binary_mask(mask, "mask")  # 0/1 only: one rule with scaled_dot_product_attention
     if blocked.ndim == 2:
         return blocked
     if blocked.ndim == 3:
         return blocked[:, None]
     if blocked.ndim == 4:
         return blocked
-    raise ValueError(f"mask must be [T, T], [B, T, T] or [B, H, T, T], got shape {m.shape}")
+    raise ValueError(f"mask must be [T, T], [B, T, T] or [B, H, T, T], got shape {blocked.shape}")
 
 
 def _token_ids(tokens):

@@ -1,8 +1,8 @@
 """Scorecard section "attention": FlashAttention's latency and memory across S.
 
 Design: q, k, v [1, H, S, d] float32; ``flash_attention`` (the runtime's tiled kernel, online
-softmax) against the stock ``scaled_dot_product_attention(..., flash=False)`` of
-tinytorch.core (the whole S x S score matrix; the core's default is the tiled path),
+softmax) against the stock ``attention(..., flash=False)`` of
+tinytorch.core.attention (the whole S x S score matrix; the core's default is the tiled path),
 forward + backward through autograd, on one thread. Time: medians of
 measure.measure_rounds. Memory: the tracemalloc peak above the inputs (NumPy's allocations:
 outputs, saved tensors, score matrices) plus the runtime's storage peak (the kernel's
@@ -14,7 +14,7 @@ the size of the S x S matrices at S = 4096, 32 heads, from the formula. --quick:
 benchmarks/bench_attention.py calls ``peak_memory`` and ``flops``.
 
 Owns the attention section; assumes ``flash_attention`` and the core's
-``scaled_dot_product_attention``, timed with tinytorch.measure.
+``attention``, timed with tinytorch.measure.
 """
 from __future__ import annotations
 
@@ -121,11 +121,11 @@ def run(ctx) -> SectionResult:
     Args:
         ctx: the scorecard Context.
     """
-    from tinytorch.core.attention import scaled_dot_product_attention
+    from tinytorch.core.attention import attention
     from tinytorch.extensions import flash_attention, last_path
 
     def stock_attention(q, k, v):  # the S x S path (the core's default is FlashAttention now)
-        return scaled_dot_product_attention(q, k, v, flash=False)
+        return attention(q, k, v, flash=False)
 
     res = SectionResult("attention", "")
     seqs, heads, d = ((256, 512, 1024, 2048), 4, 64) if ctx.quick else ((512, 1024, 2048, 4096), 8, 64)
