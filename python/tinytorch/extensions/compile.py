@@ -27,11 +27,11 @@ arguments are part of the signature, baked in as constants). An operation that c
 fused raises ``UnsupportedOperation`` (a TypeError) naming it: the graph is never split.
 
 The executor, chosen per call (``TINYTORCH_FUSION=auto|interp|compiled|numpy``, default
-auto): "compiled" when a C compiler works and the program is arithmetic (auto sends programs
-with exp, tanh, GELU, ... on full values to the interpreter, whose explicit vector math beats
-the compiled loop (its float32 exp/tanh are inline C formulas the compiler vectorises only in
-part, log/erf/pow are libm calls), and row reductions likewise), else "interp"; "numpy" (fusion_numpy.py) when the
-runtime is missing, lacks tt_fusion_*, or ``use_native(False)`` is on. A failed compile falls
+auto): "compiled" when a C compiler works, unless auto's measured rule (``executor_choice``)
+sends the program to the interpreter ("interp"): C-library math per element (float32 log,
+erf, pow, x ** 3; float64 exp, tanh, ...) or row reductions; float32 exp, tanh, sigmoid, GELU and
+sqrt are inline formulas the compiled loop vectorises, so those programs are compiled.
+"numpy" (fusion_numpy.py) when the runtime is missing, lacks tt_fusion_*, or ``use_native(False)`` is on. A failed compile falls
 back to the interpreter. ``last_path()`` says what ran ("fusion:compiled",
 "fusion:interp:<isa>", "fusion:numpy") and ``report()`` why.
 
@@ -57,7 +57,7 @@ from ..core.tensor import Tensor
 from .. import backends as _backends
 from ..backends.fusion import executors as fusion_executors
 from . import fusion_grad, fusion_trace
-from .fusion_ir import ACCUMULATE, Program, code_dtype
+from .fusion_ir import ACCUMULATE, F64, Program, code_dtype
 from .fusion_numpy import run_numpy
 from .fusion_trace import UnsupportedOperation
 
@@ -127,13 +127,39 @@ def _upstream_source(func, names) -> FusedSource:
 
 # ====================================================================== executor choice
 
-# Ops auto sends to the interpreter. The rule dates from a compiled loop that called libm per
-# element (185 ms for the GELU chain on 10^7 floats); since float32 exp/tanh/sigmoid/GELU
-# became inline C formulas the compiled loop measured 3.5-6.5 ms against the interpreter's
-# 9-11 ms on that chain (bench_fusion.md's "compiled" column), so for those four in float32
-# the rule is now conservative; log, erf and pow are still libm calls per element.
-_TRANSCENDENTAL = frozenset({"EXP", "LOG", "TANH", "SIGMOID", "GELU", "ERF", "POW", "SQRT", "RSQRT"})
+# The measured rule of ``auto`` (bench_fusion.md and bench_fusion_avx2.md, 10^7 float32,
+# 1 thread; compiled vs interpreter, ms):
+#   - arithmetic chains: chain10 3.6 vs 14.0 (AVX2), 3.2 vs 9.3 (AVX-512) -> compiled;
+#   - float32 exp / tanh / sigmoid / GELU / sqrt, which the generated C spells as inline
+#     formulas the compiler vectorises (with -fno-trapping-math: without it GCC 12 on AVX2
+#     keeps tanh's select as a branch and the GELU chain took 129 ms): GELU chain 17.7 vs
+#     18.6 (AVX2), 6.5 vs 9.3 (AVX-512); exp chain 8.7 vs 11.3; sigmoid 9.9 vs 12.8;
+#     sqrt 3.4 vs 9.5 -> compiled;
+#   - log, erf, pow and powi (but x ** 2, which is x * x) in float32, and every float64
+#     transcendental, are C-library calls
+#     per element in both executors, and the interpreter keeps the arithmetic around them
+#     vectorised: a log chain 40.7 vs 45.0, the float64 GELU chain 258 vs 266 -> interp;
+#   - row reductions: the compiled loop folds each row into one double accumulator (a
+#     latency chain): softmax 17.1 vs 57.7, layer norm 12.0 vs 22.4 (AVX2) -> interp.
+_LIBM_F32 = frozenset({"LOG", "ERF", "POW"})
+_LIBM_F64 = frozenset({"EXP", "LOG", "TANH", "SIGMOID", "GELU", "ERF", "POW"})
 _REDUCTIONS = frozenset({"SUM", "MEAN", "MAX_ROW"})
+
+
+def _auto_interp_reason(program: Program) -> str:
+    """Why ``auto`` runs ``program`` on the interpreter ("" when the compiled loop is the
+    faster one by the measured rule above)."""
+    kinds = program.kinds()  # per-row values (a layer norm's rsqrt) cost nothing either way
+    libm = sorted({f"{n.op.lower()} ({code_dtype(n.dtype)})" for n, k in zip(program.nodes, kinds)
+                   if k == "full" and (n.op in (_LIBM_F64 if n.dtype == F64 else _LIBM_F32)
+                                       or (n.op == "POWI" and n.imm != 2.0))})
+    if libm:
+        return (f"auto: the program uses {', '.join(libm)}, a C-library call per element in both "
+                "executors; the interpreter keeps the arithmetic around it vectorised (measured faster)")
+    if any(n.op in _REDUCTIONS for n in program.nodes):
+        return ("auto: the program reduces rows, where the interpreter measured faster than the "
+                "compiled loop (softmax and layer-norm rows, bench_fusion.md)")
+    return ""
 
 
 def executor_choice(program: Program | None = None):
@@ -142,9 +168,9 @@ def executor_choice(program: Program | None = None):
     ``TINYTORCH_FUSION`` value.
 
     Args:
-        program: the program about to run; under ``auto``, one using transcendental ops
-            (exp, tanh, ...) runs on the interpreter, whose vector math beats the compiled
-            loop. None: decide without looking at a program.
+        program: the program about to run; under ``auto`` the measured rule above picks the
+            executor (compiled for arithmetic and vectorised float32 math, the interpreter
+            for C-library math and row reductions). None: decide without looking at a program.
     """
     want = os.environ.get("TINYTORCH_FUSION", "auto").strip().lower() or "auto"
     if want not in _EXECUTORS:
@@ -160,15 +186,9 @@ def executor_choice(program: Program | None = None):
     if path is None:
         return "interp", detail
     if want == "auto" and program is not None:
-        kinds = program.kinds()  # per-row values (a layer norm's rsqrt) cost nothing either way
-        heavy = sorted({n.op.lower() for n, k in zip(program.nodes, kinds)
-                        if n.op in _TRANSCENDENTAL and k == "full"})
-        if heavy:
-            return "interp", (f"auto: the program uses {', '.join(heavy)}, which the interpreter "
-                              "computes faster with its vector math than the compiled loop")
-        if any(n.op in _REDUCTIONS for n in program.nodes):
-            return "interp", ("auto: the program reduces rows, where the interpreter measured faster "
-                              "than the compiled loop (softmax and layer-norm rows, bench_fusion.md)")
+        reason = _auto_interp_reason(program)
+        if reason:
+            return "interp", reason
     return "compiled", ""
 
 

@@ -6,8 +6,10 @@ Two executors live in the runtime library (runtime/fusion/, ``tt_fusion_*``):
   interp    ``tt_fusion_run``: the tile interpreter; path "fusion:interp:<isa>" (the
             runtime's own report, so it proves the interpreter ran).
   compiled  ``tt_fusion_source`` gives one fused C loop; it is compiled here with the system
-            C compiler (``$CC``, else cc, gcc, clang on PATH; ``-std=c11 -O3 -march=native
-            -fPIC -shared``, dropping -march=native when the compiler refuses it), cached and
+            C compiler (``$CC``, else cc, gcc, clang on PATH; ``-std=c11 -O3 -fno-math-errno
+            -fno-trapping-math -march=native -fPIC -shared``, dropping -march=native when the
+            compiler refuses it; -fno-trapping-math lets GCC turn the selects of the inline
+            exp / tanh into blends, without which it leaves the loop scalar on AVX2), cached and
             loaded with ctypes; its rows run on the runtime's threads (tt_fusion_run_rows: the
             generated file starts none); path "fusion:compiled".
 
@@ -45,7 +47,7 @@ from .. import native_enabled
 __all__ = ["NativeProgram", "compiler", "compiler_names", "compiler_on_path", "cache_dir",
            "compile_source", "forget_loaded", "BASE_FLAGS", "fusion_library"]
 
-BASE_FLAGS = ("-std=c11", "-O3", "-fno-math-errno", "-fPIC", "-shared")
+BASE_FLAGS = ("-std=c11", "-O3", "-fno-math-errno", "-fno-trapping-math", "-fPIC", "-shared")
 OPTIONAL_FLAGS = ("-march=native",)
 
 _lock = threading.Lock()
