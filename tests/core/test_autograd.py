@@ -249,3 +249,34 @@ def test_grad_is_cast_to_the_leaf_dtype():
 
 def test_engine_module_api():
     assert callable(autograd.run_backward) and autograd.is_grad_enabled()
+
+
+@pytest.mark.parametrize("build, want_x, want_y", [
+    (lambda x, y: x, 2.0, None),                      # the root is the leaf
+    (lambda x, y: x + y, 2.0, 2.0),                   # add passes the seed itself to both
+    (lambda x, y: (x + y) * 1.0 + x, 4.0, 2.0),       # the seed reaches x by two paths
+    (lambda x, y: x.reshape(5, 3), 2.0, None),        # a view of the seed reaches x
+])
+def test_backward_never_hands_the_callers_gradient_to_a_leaf(build, want_x, want_y):
+    # the engine does not copy the caller's gradient up front; a leaf it reaches copies it,
+    # so neither the caller's array nor any .grad changes when the other is written
+    x = Tensor(np.arange(15.0, dtype=np.float32).reshape(3, 5), requires_grad=True)
+    y = Tensor(np.ones((3, 5), np.float32), requires_grad=True)
+    out = build(x, y)
+    seed = np.full(out.shape, 2.0, out.data.dtype)  # the output's dtype: no conversion copy
+    out.backward(seed)
+    np.testing.assert_array_equal(seed, 2.0)  # read, never written
+    grads = [t.grad for t in (x, y) if t.grad is not None]
+    for g in grads:
+        assert not np.shares_memory(g, seed)
+        assert all(other is g or not np.shares_memory(g, other) for other in grads)
+    np.testing.assert_array_equal(x.grad, np.full((3, 5), want_x))
+    if want_y is None:
+        assert y.grad is None
+    else:
+        np.testing.assert_array_equal(y.grad, np.full((3, 5), want_y))
+    seed[...] = -7.0
+    for g in grads:
+        g *= 3.0
+    np.testing.assert_array_equal(seed, -7.0)
+    np.testing.assert_array_equal(x.grad, np.full((3, 5), 3 * want_x))

@@ -366,11 +366,14 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
                 raise ValueError(f"backward: gradient has shape {gradient.shape} but the tensor has "
                                  f"shape {data.shape} (nor does the tensor broadcast to it)")
             gradient = _reduce_broadcast_grad(gradient, data.shape)
-        gradient = gradient.copy()  # never hand the caller's array to a leaf
 
     order = _topological_order(root)
     grads = {id(root): gradient}
-    stored = set()  # arrays already stored in some leaf's .grad during this pass
+    # arrays already stored in some leaf's .grad during this pass. The caller's gradient
+    # counts as one: a leaf it reaches copies it (the caller keeps its array), while
+    # Functions only read it, so it is not copied up front (a full read and write of the
+    # output's size saved per backward)
+    stored = {id(gradient)}
     # Sums of gradients made here (fresh arrays no Function and no caller holds): a third
     # and later contribution to the same tensor is added into them in place. The arrays stay
     # alive in `grads` while their id is in `owned`, so an id cannot be reused meanwhile.
