@@ -11,8 +11,9 @@
  *                        runs in chunks of rows (tt_fusion_run_rows); tt_fused_kernel runs
  *                        every row on the calling thread
  *     row offsets        from the row's multi-index and the caller's strides
- *     reduction pass p   one loop over the row accumulating in double, then the row values
- *                        of stage p
+ *     reduction pass p   one loop over the row accumulating in double (unit stride: in 16
+ *                        lanes per 1024-column tile, emit_lane_reduction), then the row
+ *                        values of stage p
  *     output pass        one loop computing and storing the full outputs
  *     row outputs        one store per row
  *
@@ -178,6 +179,10 @@ struct Emitter {
         for (int form = 0; form < 2; ++form) {
             if (form == 0) out("        if (%s) {\n", unit.c_str());
             else out("        } else {\n");
+            if (form == 0 && !output_pass) {
+                emit_lane_reduction(pass);
+                continue;
+            }
             out("            for (int64_t j = 0; j < cols; ++j) {\n");
             for (const Step &st : pass.steps) {
                 const Node &nd = p.nodes[(size_t)st.node];
@@ -210,6 +215,86 @@ struct Emitter {
             out("            }\n");
         }
         out("        }\n");
+    }
+
+    /* The loads and evaluations of a pass at column `col` (a C expression), unit stride. */
+    void emit_steps_at(const Pass &pass, const char *indent, const char *col) {
+        for (const Step &st : pass.steps) {
+            const Node &nd = p.nodes[(size_t)st.node];
+            if (st.kind == STEP_LOAD)
+                out("%sconst %s v%d = row_in%d[%s];\n", indent, ctype(nd.dtype), st.node, nd.a, col);
+            else if (st.kind == STEP_EVAL)
+                out("%sconst %s v%d = %s;\n", indent, ctype(nd.dtype), st.node, expr(nd).c_str());
+        }
+    }
+
+    /* A reduction pass over unit-stride columns, vectorisable: the row goes in tiles of
+     * kReduceTile columns; within a tile each reduction folds into kLanes accumulators of
+     * the node's dtype (lane l takes columns j + l: independent chains the compiler keeps
+     * in vector registers), the tile's tail folds straight into the row's double
+     * accumulator, and at the tile's end the lanes are added (or maxed) into it, in
+     * double. float32 sums so round as the interpreter's do (a tile in float, the tiles in
+     * double); a maximum's lanes keep a plain max and a NaN flag (NaN if any element is
+     * NaN, as tt_max), exact either way. */
+    void emit_lane_reduction(const Pass &pass) {
+        constexpr int kLanes = 16, kReduceTile = 1024;
+        out("            for (int64_t j0 = 0; j0 < cols; j0 += %d) {\n", kReduceTile);
+        out("                const int64_t j1 = cols - j0 < %d ? cols : j0 + %d;\n", kReduceTile, kReduceTile);
+        for (const Step &st : pass.steps) {
+            if (st.kind != STEP_REDUCE) continue;
+            const Node &nd = p.nodes[(size_t)st.node];
+            const char *T = ctype(nd.dtype);
+            if (nd.op == OP_MAX_ROW)
+                out("                %s lane%d[%d];\n                int nan%d[%d] = {0};\n"
+                    "                for (int l = 0; l < %d; ++l) lane%d[l] = -INFINITY;\n",
+                    T, st.node, kLanes, st.node, kLanes, kLanes, st.node);
+            else
+                out("                %s lane%d[%d] = {0};\n", T, st.node, kLanes);
+        }
+        out("                int64_t j = j0;\n");
+        out("                for (; j + %d <= j1; j += %d) {\n", kLanes, kLanes);
+        out("                    for (int l = 0; l < %d; ++l) {\n", kLanes);
+        emit_steps_at(pass, "                        ", "j + l");
+        for (const Step &st : pass.steps) {
+            if (st.kind != STEP_REDUCE) continue;
+            const Node &nd = p.nodes[(size_t)st.node];
+            if (nd.op == OP_MAX_ROW) {
+                /* a plain max the compiler turns into a vector max, NaNs flagged apart */
+                out("                        lane%d[l] = v%d > lane%d[l] ? v%d : lane%d[l];\n", st.node, nd.a, st.node,
+                    nd.a, st.node);
+                out("                        nan%d[l] |= v%d != v%d;\n", st.node, nd.a, nd.a);
+            } else {
+                out("                        lane%d[l] += v%d;\n", st.node, nd.a);
+            }
+        }
+        out("                    }\n                }\n");
+        out("                for (; j < j1; ++j) {\n");
+        emit_steps_at(pass, "                    ", "j");
+        for (const Step &st : pass.steps) {
+            if (st.kind != STEP_REDUCE) continue;
+            const Node &nd = p.nodes[(size_t)st.node];
+            if (nd.op == OP_MAX_ROW) {
+                used_max[1] = true;
+                out("                    acc%d = tt_maxd(acc%d, (double)v%d);\n", st.node, st.node, nd.a);
+            } else {
+                out("                    acc%d += (double)v%d;\n", st.node, nd.a);
+            }
+        }
+        out("                }\n");
+        out("                for (int l = 0; l < %d; ++l) {\n", kLanes);
+        for (const Step &st : pass.steps) {
+            if (st.kind != STEP_REDUCE) continue;
+            const Node &nd = p.nodes[(size_t)st.node];
+            if (nd.op == OP_MAX_ROW) {
+                used_max[1] = true;
+                out("                    acc%d = tt_maxd(acc%d, nan%d[l] ? (double)NAN : (double)lane%d[l]);\n", st.node,
+                    st.node, st.node, st.node);
+            } else {
+                out("                    acc%d += (double)lane%d[l];\n", st.node, st.node);
+            }
+        }
+        out("                }\n");
+        out("            }\n");
     }
 
     void emit_row_values(int stage) {

@@ -287,8 +287,8 @@ def test_a_failing_compile_falls_back_to_the_interpreter(monkeypatch, tmp_path):
 @needs_fusion
 @needs_cc
 def test_auto_follows_the_measured_rule(monkeypatch, tmp_path):
-    # compiled: arithmetic, and float32 math the generated C spells as vectorisable formulas;
-    # interp: C-library math per element (float32 log, any float64 tanh) and row reductions
+    # compiled: arithmetic, float32 math the generated C spells as vectorisable formulas, row
+    # sums; interp: C-library math per element (float32 log, any float64 tanh), row maxima
     monkeypatch.setenv("TINYTORCH_FUSION", "auto")
     monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path))
     x = np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8)
@@ -314,10 +314,13 @@ def test_auto_follows_the_measured_rule(monkeypatch, tmp_path):
     assert last_path().startswith("fusion:interp:") and "tanh (float64)" in str(tanh64.report())
     layer = compile_graph(lambda x: (x - x.mean(-1, keepdims=True)) * (x.var(-1, keepdims=True) + 1e-5).rsqrt(), x)
     layer(x)
-    assert last_path().startswith("fusion:interp:") and "reduces rows" in str(layer.report())
+    assert last_path() == "fusion:compiled"  # row sums fold in vector lanes
+    soft = compile_graph(lambda x: x.softmax(), x)
+    soft(x)
+    assert last_path().startswith("fusion:interp:") and "row maximum" in str(soft.report())
     monkeypatch.setenv("TINYTORCH_FUSION", "compiled")
-    layer(x)
-    assert last_path() == "fusion:compiled"  # forced: the compiled loop does reductions too
+    soft(x)
+    assert last_path() == "fusion:compiled"  # forced: the compiled loop takes maxima too
 
 
 @needs_fusion
@@ -359,3 +362,43 @@ def test_mutated_programs_are_accepted_or_refused_never_crash(edits, cut):
     parsed = _program_from_words(words, imm)
     assert parsed is not None, words.tolist()
     parsed.validate()
+
+
+@needs_fusion
+@needs_cc
+@pytest.mark.parametrize("cols", [0, 1, 15, 16, 17, 31, 1023, 1024, 1025, 2053, 4099])
+def test_compiled_row_reductions_in_lanes_match_float64(monkeypatch, tmp_path, cols, threads):
+    # the compiled unit-stride reduction pass folds 16 lanes per 1024-column tile, the tail
+    # straight into the row's double: every split of a row (empty, under one lane block,
+    # exact blocks, tile edges, primes) against a float64 reference; a strided view runs
+    # the general loop; a NaN anywhere in a row (lane or tail) makes its max NaN
+    monkeypatch.setenv("TINYTORCH_FUSION", "compiled")
+    monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path))
+    rng = np.random.default_rng(cols)
+    big = (rng.standard_normal((7, cols + 5)) * 4).astype(np.float32)
+    views = {"contiguous": np.ascontiguousarray(big[:, 2:2 + cols]), "row-strided": big[:, 2:2 + cols],
+             "column-strided": np.ascontiguousarray(big.T).T[:, 1:1 + cols]}
+    fns = {"sum": (lambda v: v.sum(axis=-1), np.sum), "mean": (lambda v: v.mean(axis=-1), np.mean),
+           "max": (lambda v: v.max(axis=-1), np.max),
+           "sum of squares": (lambda v: (v * v).sum(axis=-1), lambda a, axis: np.sum(a * a, axis=axis))}
+    for view_name, x in views.items():
+        if cols:
+            x = x.copy() if view_name == "contiguous" else x
+            x[1, cols // 2] = np.nan           # inside the lanes (or the tail of a short row)
+            x[2, cols - 1] = np.nan            # the last column: the tail when cols % 16
+            x[3, 0] = np.inf
+            x[4, :] = -np.inf
+        for name, (fn, ref) in fns.items():
+            if name == "max" and cols == 0:
+                continue  # NumPy refuses an empty max
+            g = compile_graph(fn, x)
+            got = g(x)
+            assert last_path() == "fusion:compiled"
+            with np.errstate(all="ignore"):
+                want = ref(x.astype(np.float64), axis=-1)
+            np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6 * max(cols, 1), equal_nan=True,
+                                       err_msg=f"{name} {view_name} cols={cols}")
+            if cols:
+                assert np.isnan(got[1]) and np.isnan(got[2]), (name, view_name)
+    if cols > 1:  # (a one-column reduction traces to no reduction at all)
+        assert "lane" in compile_graph(lambda v: v.max(axis=-1), views["contiguous"]).source
