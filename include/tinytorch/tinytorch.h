@@ -412,7 +412,12 @@ typedef enum tt_attention_causal {
  *   queries along the SIMD lanes of the active ISA, with a running max m_i, sum l_i and a
  *   rescaled accumulator per query; causal key blocks a query block cannot see are
  *   skipped. Threads over (batch*head, query block). Workspace (counted by
- *   tt_memory_stats) is (2d + 67) x 64 floats per thread. Path "attention_forward:<isa>". */
+ *   tt_memory_stats) is (2d + 67) x 64 floats per thread. Path "attention_forward:<isa>".
+ * Few queries (1 <= sq <= lanes / 2: 4 on AVX2, 8 on AVX-512, 2 on NEON; decoding with a KV
+ *   cache) would leave most lanes empty, so each query row goes alone instead: scores by dot
+ *   products along d, the same online softmax per 64 keys, exp from libm; threads over
+ *   (batch*head, query), 64 + d floats of workspace per thread, path
+ *   "attention_forward:<isa>:rows". Either way the bits do not depend on the thread count. */
 TT_API tt_status tt_attention_forward(const float *q, const int64_t *q_strides,
                                       const float *k, const int64_t *k_strides,
                                       const float *v, const int64_t *v_strides,

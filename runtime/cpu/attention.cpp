@@ -528,6 +528,22 @@ extern "C" TT_API tt_status tt_attention_forward(
     P.causal = causal;
     P.off = causal == 2 ? sk - sq : 0;
 
+    if (K.rows != nullptr && 2 * sq <= K.lanes) { /* few queries: one row at a time, no padding */
+        set_kernel_path(K.rows_path);
+        const int64_t items = BH * sq, per_row = kBk + d;
+        const int nt = threads_for(items, 2.0 * (double)BH * (double)sq * (double)sk * (double)d);
+        Workspace ws;
+        if ((st = ws.allocate(kFn, per_row, nt)) != TT_OK) return st;
+        parallel_chunks(items, nt, [&](int64_t t, int slot) {
+            const int64_t bh = t / sq, i = t % sq, b = bh / heads, h = bh % heads;
+            const int64_t keys = causal ? std::min(sk, std::max<int64_t>(0, i + 1 + P.off)) : sk;
+            K.rows(P.q.p + b * P.q.s0 + h * P.q.s1 + i * P.q.s2, P.k.p + b * P.k.s0 + h * P.k.s1,
+                   P.k.s2, P.v.p + b * P.v.s0 + h * P.v.s1, P.v.s2, keys, d, scale,
+                   P.o.p + b * P.o.s0 + h * P.o.s1 + i * P.o.s2, lse ? lse + bh * sq + i : nullptr,
+                   ws.data() + slot * per_row);
+        });
+        return TT_OK;
+    }
     const int64_t nqb = ceil_div(sq, kBq), items = BH * nqb;
     const int nt = threads_for(items, 2.0 * (double)BH * (double)sq * (double)sk * (double)d);
     const int64_t per_thread = forward_workspace(d);

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "cpu/attention_kernels.h"
+#include "cpu/attention_rows.h"
 #include "cpu/bias_gelu_kernels.h"
 #include "cpu/simd_exp.h"
 
@@ -212,5 +213,6 @@ void ds_avx2(const float *P, float *dP, int64_t rows, int64_t n, int64_t ld, con
 namespace tt {
 const AttentionKernels kAttentionAvx2 = {"attention_forward:avx2", "attention_backward:avx2",
                                          kLanes, product_avx2, softmax_avx2, exp_sub_avx2,
-                                         ds_avx2};
+                                         ds_avx2,
+                                         attention_rows_body, "attention_forward:avx2:rows"};
 }  // namespace tt

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "cpu/attention_kernels.h"
+#include "cpu/attention_rows.h"
 #include "cpu/bias_gelu_kernels.h"
 #include "cpu/simd_exp.h"
 
@@ -224,5 +225,6 @@ void ds_avx512(const float *P, float *dP, int64_t rows, int64_t n, int64_t ld, c
 namespace tt {
 const AttentionKernels kAttentionAvx512 = {"attention_forward:avx512", "attention_backward:avx512",
                                            kLanes, product_avx512, softmax_avx512,
-                                           exp_sub_avx512, ds_avx512};
+                                           exp_sub_avx512, ds_avx512,
+                                         attention_rows_body, "attention_forward:avx512:rows"};
 }  // namespace tt

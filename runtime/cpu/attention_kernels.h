@@ -30,6 +30,9 @@
  *   sees no key, so that its P is exactly 0)
  * ds (backward):       dP[r][c] = P[r][c] * (dP[r][c] - D[c]) * scale
  *
+ * Few queries (2 sq <= lanes: decoding) take the table's `rows` forward instead, one query
+ * row at a time along d (attention_rows.h), so no lane holds padding.
+ *
  * exp is the vectorised exp of bias_gelu_kernels.h (same range reduction and degree-5
  * minimax polynomial, kExpP0..kExpP5); inputs below kAttnExpLo give exactly 0, so -inf
  * (a masked score) contributes nothing, and NaN propagates.
@@ -63,6 +66,11 @@ using AttnSoftmaxFn = void (*)(float *S, int64_t rows, int64_t n, int64_t ld, fl
 using AttnExpSubFn = void (*)(float *S, int64_t rows, int64_t n, int64_t ld, const float *sub);
 using AttnDsFn = void (*)(const float *P, float *dP, int64_t rows, int64_t n, int64_t ld,
                           const float *D, float scale);
+/* One query row over its first `keys` keys (attention_rows.h): o and *lse (lse may be NULL);
+ * ws holds kAttnBlockK + d floats. */
+using AttnRowsFn = void (*)(const float *q, const float *k, int64_t k_stride, const float *v,
+                            int64_t v_stride, int64_t keys, int64_t d, float scale, float *o,
+                            float *lse, float *ws);
 
 /* One ISA's entry of the attention table (the GEMM's table pattern, gemm_kernels.h). */
 struct AttentionKernels {
@@ -73,6 +81,8 @@ struct AttentionKernels {
     AttnSoftmaxFn softmax;
     AttnExpSubFn exp_sub;
     AttnDsFn ds;
+    AttnRowsFn rows;           /* or NULL: the forward of few queries (2 sq <= lanes) */
+    const char *rows_path;     /* "attention_forward:<isa>:rows", or NULL            */
 };
 
 extern const AttentionKernels kAttentionScalar;

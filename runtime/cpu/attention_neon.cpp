@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "cpu/attention_kernels.h"
+#include "cpu/attention_rows.h"
 #include "cpu/bias_gelu_kernels.h"
 #include "cpu/simd_exp.h"
 
@@ -206,6 +207,7 @@ void ds_neon(const float *P, float *dP, int64_t rows, int64_t n, int64_t ld, con
 namespace tt {
 const AttentionKernels kAttentionNeon = {"attention_forward:neon", "attention_backward:neon",
                                          kLanes, product_neon, softmax_neon, exp_sub_neon,
-                                         ds_neon};
+                                         ds_neon,
+                                         attention_rows_body, "attention_forward:neon:rows"};
 }  // namespace tt
 #endif

@@ -84,6 +84,7 @@ void ds_scalar(const float *P, float *dP, int64_t rows, int64_t n, int64_t ld, c
 
 const AttentionKernels kAttentionScalar = {"attention_forward:scalar", "attention_backward:scalar",
                                            1, attention_product_scalar, softmax_scalar,
-                                           exp_sub_scalar, ds_scalar};
+                                           exp_sub_scalar, ds_scalar,
+                                           nullptr, nullptr}; /* no padding lanes to save */
 
 }  // namespace tt

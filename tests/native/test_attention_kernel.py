@@ -52,10 +52,18 @@ def rand(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
-SHAPES = [  # (batch dims, sq, sk, d)
+SHAPES = [  # (batch dims, sq, sk, d); sq <= lanes / 2 takes the rows forward (decoding)
     ((1, 1), 1, 1, 1), ((2,), 65, 130, 16), ((2, 3), 127, 61, 64), ((1,), 200, 200, 128),
     ((), 70, 9, 5), ((1, 2), 3, 0, 8), ((1, 2), 0, 5, 8), ((3, 1), 97, 97, 64),
+    ((1, 12), 1, 290, 64), ((2,), 2, 77, 33), ((1, 3), 4, 131, 65), ((), 1, 300, 7),
+    ((2,), 5, 40, 64), ((1,), 8, 19, 16),
 ]
+LANES = {"scalar": 1, "avx2": 8, "avx512": 16, "neon": 4}
+
+
+def forward_path(isa, sq):
+    """The block kernels, or the rows forward when a block would leave half its lanes empty."""
+    return f"native:attention_forward:{isa}" + (":rows" if isa != "scalar" and 1 <= sq and 2 * sq <= LANES[isa] else "")
 
 
 @pytest.mark.parametrize("batch,sq,sk,d", SHAPES)
@@ -64,7 +72,7 @@ def test_values_and_gradients_match_float64(isa, threads, batch, sq, sk, d, caus
     code = {False: 0, True: 1, "bottom_right": 2}[causal]
     q, k, v, g = rand(*batch, sq, d), rand(*batch, sk, d), rand(*batch, sk, d), rand(*batch, sq, d)
     out, lse = acc.attention(q, k, v, causal=causal, any_size=True)
-    assert acc.last_path() == f"native:attention_forward:{isa}"
+    assert acc.last_path() == forward_path(isa, sq)
     assert out.dtype == np.float32 and out.shape == batch + (sq, d) and lse.shape == batch + (sq,)
     want, want_lse, _ = naive(q, k, v, code)
     np.testing.assert_allclose(out, want, atol=2e-6 * max(1, np.sqrt(d)), rtol=1e-5)
@@ -130,6 +138,45 @@ def test_nan_propagates_as_in_the_naive_formula():
     v[0, 10, 2] = np.nan
     out, _ = acc.attention(q, np.nan_to_num(k), v, any_size=True)
     assert np.isnan(out[0, :, 2]).all() and np.isfinite(out[0, :, :2]).all()
+
+
+def test_rows_forward_decoding_layout_nan_and_threads(isa):
+    """The rows forward (few queries) on the decode layout: one new query per head over a
+    KV cache whose rows are a strided window of a larger buffer; NaN in a key or value
+    reaches exactly the outputs it should; the bits do not depend on the thread count."""
+    if isa == "scalar":
+        pytest.skip("the scalar table has no rows forward (its block kernels waste no lanes)")
+    cache = rand(2, 12, 400, 64)
+    k, v = cache[:, :, :290], cache[:, :, 100:390]   # views: rows 64 floats apart, heads 400 x 64
+    q = rand(2, 1, 12, 64).transpose(0, 2, 1, 3)     # [B, H, 1, d] over [B, 1, H, d] memory
+    out, lse = acc.attention(q, k, v, causal="bottom_right", any_size=True)
+    assert acc.last_path() == forward_path(isa, 1)
+    want, want_lse, _ = naive(q, k, v, 2)
+    np.testing.assert_allclose(out, want, atol=2e-5, rtol=1e-5)
+    np.testing.assert_allclose(lse, want_lse, atol=2e-6, rtol=1e-6)
+    before = tinytorch.get_num_threads()
+    try:
+        runs = []
+        for nt in (1, 2, 3):
+            tinytorch.set_num_threads(nt)
+            runs.append(acc.attention(q, k, v, any_size=True))
+    finally:
+        tinytorch.set_num_threads(before)
+    for o, l in runs[1:]:
+        assert np.array_equal(o.view(np.uint32), runs[0][0].view(np.uint32))
+        assert np.array_equal(l.view(np.uint32), runs[0][1].view(np.uint32))
+    q2, k2, v2 = rand(3, 2, 16), rand(3, 70, 16), rand(3, 70, 16)
+    k2[1, 66, 0] = np.nan   # a key in the second block of batch 1: its queries turn NaN
+    v2[2, 5, 3] = np.nan    # a value: column 3 of batch 2's outputs turns NaN
+    out2, lse2 = acc.attention(q2, k2, v2, any_size=True)
+    assert acc.last_path() == forward_path(isa, 2)
+    assert np.isnan(out2[1]).all() and np.isnan(lse2[1]).all()
+    assert np.isnan(out2[2, :, 3]).all() and np.isfinite(np.delete(out2[2], 3, axis=1)).all()
+    np.testing.assert_allclose(out2[0], naive(q2[0], k2[0], v2[0])[0], atol=2e-6)
+    # top-left causality: query 0 sees key 0 only, query 1 keys 0 and 1
+    out3, _ = acc.attention(q2[:1], k2[:1], v2[:1], causal=True, any_size=True)
+    np.testing.assert_allclose(out3[0, 0], v2[0, 0], atol=1e-6)
+    np.testing.assert_allclose(out3, naive(q2[:1], k2[:1], v2[:1], 1)[0], atol=2e-6)
 
 
 def test_workspace_is_counted_and_linear_in_seq():
