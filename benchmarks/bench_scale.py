@@ -41,7 +41,7 @@ Each configuration is printed as it starts and ends, with an ETA from the FLOP r
 
 Usage: python benchmarks/bench_scale.py [--quick] [--save] [--out PATH] [--sizes d256-L6,...]
            [--shapes 4x256,1x1024] [--threads 1,2] [--steps 3] [--prompt 256] [--new-tokens 256]
-           [--budget-min 25] [--no-sweeps] [--no-checkpoint]
+           [--budget-min 25] [--no-sweeps] [--no-checkpoint] [--no-training]
   --quick: the two small points, 4 x 128, 2 timed steps, 32 new tokens, 1 thread, no sweeps.
 Writes build/benchmarks/bench_scale.md (+ .png, + .json with every raw measurement;
 benchmarks/results/ with --save, or --out).
@@ -423,7 +423,8 @@ def plan(args) -> list[dict]:
             specs.append(dict(kind=kind, size=size, threads=threads, framework=fw, **kw))
 
     def train(size, nt, b, t, ckpt=False):
-        add("train", size, nt, batch=b, seq=t, steps=args.steps, checkpoint=ckpt)
+        if getattr(args, "training", True):
+            add("train", size, nt, batch=b, seq=t, steps=args.steps, checkpoint=ckpt)
 
     def infer(size, nt):
         add("infer", size, nt, prompt=min(args.prompt, SIZES[size]["max_seq_len"] - args.new_tokens),
@@ -657,6 +658,8 @@ def main():
     ap.add_argument("--no-sweeps", dest="sweeps", action="store_false", help="skip the depth and T sweeps at d 256")
     ap.add_argument("--no-checkpoint", dest="checkpoint", action="store_false",
                     help="skip the activation-checkpointed row of the largest size")
+    ap.add_argument("--no-training", dest="training", action="store_false",
+                    help="decoding only: skip every training step (and so the sweeps)")
     ap.add_argument("--frameworks", default="TinyTorch,PyTorch", help="comma-separated (default both)")
     ap.add_argument("--budget-min", type=float, default=25.0,
                     help="skip configurations the ETA says would end past this many minutes (default 25)")
@@ -732,10 +735,14 @@ def main():
             raise SystemExit(f"first-step losses disagree on {c['size']} {c['batch']}x{c['seq']} by {c['loss_diff']:.2e}: "
                              "the two models do not compute the same function")
     compare = comparison_table(crows)
+    trained = any(r.get("kind") == "train" and "error" not in r for r in results)
+    if not trained:  # --no-training: no empty training table
+        train_table = ["No training step was run (--no-training)."]
     print("\n".join(train_table + [""] + infer_table + [""] + compare))
     losses = [f"{r['size']} {r['batch']}x{r['seq']}{' ckpt' if r['checkpoint'] else ''} {r['threads']} thr "
               f"{r['framework']} {r['first_loss']:.6f}" for r in results if r.get("kind") == "train" and "error" not in r]
-    print("first-step losses: " + "; ".join(losses))
+    if losses:
+        print("first-step losses: " + "; ".join(losses))
 
     base = os.path.splitext(args.report)[0]
     png = plot(results, base + ".png")
