@@ -163,6 +163,10 @@ constexpr int64_t kCallerSpinUs = 20;
  * happen on a quiet machine too, cost less than a millisecond once, and are not worth a
  * back-off (counting them from 150 us ran a quiet machine's calls alone much of the time). */
 constexpr int64_t kStallMinUs = 1000;
+/* A caller that ran no chunk itself (workers claimed every one) cannot judge a chunk's
+ * length, so only a wait past this counts as a stall then: 50 ms, longer than any one
+ * kernel call's chunk here, about 10 scheduler slices. */
+constexpr int64_t kStallNoChunkUs = 50000;
 /* Back-off after a stall: calls run on the caller alone for a while. The window is at
  * least 8 times the wait just suffered (a lost slice says another thread is runnable on
  * the worker's core, and such load usually lasts longer than the slice) and doubles while
@@ -363,9 +367,7 @@ void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx) {
     const int64_t end = now_us();
     /* Stall: the join waited long, and longer than a few of the caller's own chunks. */
     const int64_t waited = end - caller_done;
-    /* (With no chunk of its own the caller cannot judge a chunk's length: only a wait far
-     * past any kernel's chunk counts then.) */
-    const int64_t per_chunk = mine > 0 ? (caller_done - start) / mine : 50 * kStallMinUs;
+    const int64_t per_chunk = mine > 0 ? (caller_done - start) / mine : kStallNoChunkUs;
     if (waited > std::max<int64_t>(kStallMinUs, 2 * per_chunk)) {
         p.stat[STALLS].fetch_add(1);
         p.backoff_us = std::min(kBackoffMaxUs,
