@@ -21,6 +21,10 @@
  * vectorises) and with general strides, chosen per row. The element formulas are those of
  * fusion_scalar.h, spelled as C (a few static inline helpers, emitted only when used).
  *
+ * Kept values: a transcendental FULL node two passes evaluate (softmax's exp(x - max)) is
+ * computed by the first into a per-call row buffer keep<i>[cols] and read back by the
+ * later ones, which emit none of its operands (mark_live).
+ *
  * ACCUMULATE outputs: the kernel finds the output's distinct elements at run time (the axes
  * with a non-zero stride and a size != 1), sums into a calloc'd double buffer over them
  * and stores the sums at the end. Such a program has no tt_fused_rows: its kernel runs every
@@ -87,6 +91,12 @@ struct Emitter {
     Out out;
     bool used_max[2] = {}, used_min[2] = {}, used_sigmoid[2] = {}, used_gelu[2] = {};
     bool used_exp = false, used_tanh = false;  /* float32 vector-friendly exp / tanh */
+    /* Kept values: a transcendental FULL node that two passes of a row evaluate is computed
+     * by the first (writer) into a row buffer keep<i>[cols] and read back by the later ones
+     * (whose evaluation of its operands the compiler then drops as dead code). */
+    std::vector<int> keep_writer = {};  // per node: the pass index that writes it, or -1
+    int cur_pass = 0;
+    std::string keep_release = {};  // the free() calls of the row buffers (and, on failure, the sums)
 
     std::string v(int i) const { return "v" + std::to_string(i); }
 
@@ -166,6 +176,7 @@ struct Emitter {
 
     /* The loop over one row's columns for a pass, in its unit-stride and general forms. */
     void emit_pass_loop(const Pass &pass, bool output_pass) {
+        mark_live(pass, output_pass);
         std::vector<std::string> strides;  // the stride variables this loop reads
         for (const Step &st : pass.steps)
             if (st.kind == STEP_LOAD) strides.push_back("s_in" + std::to_string(p.nodes[(size_t)st.node].a));
@@ -187,11 +198,12 @@ struct Emitter {
             for (const Step &st : pass.steps) {
                 const Node &nd = p.nodes[(size_t)st.node];
                 if (st.kind == STEP_LOAD) {
+                    if (!live[(size_t)st.node]) continue;
                     const int k = nd.a;
                     if (form == 0) out("                const %s v%d = row_in%d[j];\n", ctype(nd.dtype), st.node, k);
                     else out("                const %s v%d = row_in%d[j * s_in%d];\n", ctype(nd.dtype), st.node, k, k);
                 } else if (st.kind == STEP_EVAL) {
-                    out("                const %s v%d = %s;\n", ctype(nd.dtype), st.node, expr(nd).c_str());
+                    emit_eval("                ", st.node, "j");
                 } else if (st.kind == STEP_REDUCE) {
                     if (nd.op == OP_MAX_ROW) {
                         used_max[1] = true;
@@ -217,14 +229,58 @@ struct Emitter {
         out("        }\n");
     }
 
+    /* One FULL node's value at column `col`: evaluated (and stored to its row buffer when
+     * this pass is its writer), or read back from the buffer a former pass filled. */
+    void emit_eval(const char *indent, int node, const char *col) {
+        const Node &nd = p.nodes[(size_t)node];
+        if (!live[(size_t)node]) return;
+        const int writer = keep_writer[(size_t)node];
+        if (writer >= 0 && cur_pass > writer) {
+            out("%sconst %s v%d = keep%d[%s];\n", indent, ctype(nd.dtype), node, node, col);
+            return;
+        }
+        out("%sconst %s v%d = %s;\n", indent, ctype(nd.dtype), node, expr(nd).c_str());
+        if (writer >= 0) out("%skeep%d[%s] = v%d;\n", indent, node, col, node);
+    }
+
+    /* live[i]: node i's value is read in this pass (by a reduction, an output, or a live
+     * node evaluated here); a node read back from its row buffer needs none of its operands. */
+    std::vector<char> live = {};
+    void mark_live(const Pass &pass, bool output_pass) {
+        live.assign(p.nodes.size(), 0);
+        for (const Step &st : pass.steps)
+            if (st.kind == STEP_REDUCE) live[(size_t)p.nodes[(size_t)st.node].a] = 1;
+        if (output_pass)
+            for (const Output &o : p.outputs)
+                if (p.nodes[(size_t)o.node].kind == FULL) live[(size_t)o.node] = 1;
+        for (size_t s = pass.steps.size(); s-- > 0;) {
+            const Step &st = pass.steps[s];
+            if (st.kind != STEP_EVAL || !live[(size_t)st.node]) continue;
+            const int writer = keep_writer[(size_t)st.node];
+            if (writer >= 0 && cur_pass > writer) continue;
+            const Node &nd = p.nodes[(size_t)st.node];
+            for (int o : {nd.a, nd.b, nd.c})
+                if (o >= 0) live[(size_t)o] = 1;
+        }
+    }
+
+    static bool worth_keeping(const Node &nd) {
+        switch (nd.op) {
+            case OP_EXP: case OP_LOG: case OP_TANH: case OP_SIGMOID: case OP_GELU: case OP_ERF:
+            case OP_POW: return true;
+            case OP_POWI: return nd.imm != 2.0;
+            default: return false;
+        }
+    }
+
     /* The loads and evaluations of a pass at column `col` (a C expression), unit stride. */
     void emit_steps_at(const Pass &pass, const char *indent, const char *col) {
         for (const Step &st : pass.steps) {
             const Node &nd = p.nodes[(size_t)st.node];
-            if (st.kind == STEP_LOAD)
+            if (st.kind == STEP_LOAD && live[(size_t)st.node])
                 out("%sconst %s v%d = row_in%d[%s];\n", indent, ctype(nd.dtype), st.node, nd.a, col);
             else if (st.kind == STEP_EVAL)
-                out("%sconst %s v%d = %s;\n", indent, ctype(nd.dtype), st.node, expr(nd).c_str());
+                emit_eval(indent, st.node, col);
         }
     }
 
@@ -253,6 +309,9 @@ struct Emitter {
         }
         out("                int64_t j = j0;\n");
         out("                for (; j + %d <= j1; j += %d) {\n", kLanes, kLanes);
+        /* kept as a loop: GCC 12 vectorises it as one, but unrolls it first otherwise and
+         * leaves the 16 selects of a maximum scalar (the softmax max pass: 9 -> 3 ms) */
+        out("#if defined(__GNUC__) && !defined(__clang__)\n#pragma GCC unroll 1\n#endif\n");
         out("                    for (int l = 0; l < %d; ++l) {\n", kLanes);
         emit_steps_at(pass, "                        ", "j + l");
         for (const Step &st : pass.steps) {
@@ -438,6 +497,37 @@ struct Emitter {
             out("    if (acc_out%zu == NULL) return -1;\n", o);
         }
         if (any_acc) out("    /* one thread: the sums above are shared */\n");
+        keep_writer.assign(p.nodes.size(), -1);
+        {
+            std::vector<int> first(p.nodes.size(), -1);
+            for (size_t q = 0; q < p.passes.size(); ++q)
+                for (const Step &st : p.passes[q].steps) {
+                    if (st.kind != STEP_EVAL || !worth_keeping(p.nodes[(size_t)st.node])) continue;
+                    int &f = first[(size_t)st.node];
+                    if (f < 0) f = (int)q;
+                    else keep_writer[(size_t)st.node] = f;
+                }
+        }
+        bool any_keep = false;
+        for (size_t i = 0; i < p.nodes.size(); ++i) {
+            if (keep_writer[i] < 0) continue;
+            if (!any_keep) out("    /* row buffers of values two passes read (evaluated once per row) */\n");
+            any_keep = true;
+            const char *T = ctype(p.nodes[i].dtype);
+            out("    %s *keep%zu = (%s *)malloc((size_t)(cols > 0 ? cols : 1) * sizeof(%s));\n", T, i, T, T);
+        }
+        if (any_keep) {
+            std::string failed, release;
+            for (size_t i = 0; i < p.nodes.size(); ++i)
+                if (keep_writer[i] >= 0) {
+                    failed += std::string(failed.empty() ? "" : " || ") + "keep" + std::to_string(i) + " == NULL";
+                    release += " free(keep" + std::to_string(i) + ");";
+                }
+            for (size_t o = 0; o < p.outputs.size(); ++o)
+                if (p.outputs[o].accumulate) release += " free(acc_out" + std::to_string(o) + ");";
+            out("    if (%s) {%s return -1; }\n", failed.c_str(), release.c_str());
+            keep_release = release;
+        }
         out("    for (int64_t r = row_begin; r < row_end; ++r) {\n");
         out("        int64_t rest = r;\n");
         for (int d = R - 2; d >= 0; --d) {
@@ -471,6 +561,7 @@ struct Emitter {
         emit_row_values(0);
         for (int stage = 1; stage <= p.max_stage; ++stage) {
             const Pass &pass = p.passes[(size_t)stage - 1];
+            cur_pass = stage - 1;
             out("        /* pass %d: reductions of stage %d */\n", stage, stage);
             for (const Step &st : pass.steps)
                 if (st.kind == STEP_REDUCE)
@@ -489,6 +580,7 @@ struct Emitter {
         const Pass &out_pass = p.passes.back();
         if (!out_pass.steps.empty()) {
             out("        /* output pass */\n");
+            cur_pass = (int)p.passes.size() - 1;
             emit_pass_loop(out_pass, true);
         }
         for (size_t o = 0; o < p.outputs.size(); ++o) {
@@ -508,6 +600,7 @@ struct Emitter {
             out("        out%zu[off] = (%s)acc_out%zu[e];\n    }\n", o, T, o);
             out("    free(acc_out%zu);\n", o);
         }
+        if (!keep_release.empty()) out("   %s\n", keep_release.substr(0, keep_release.find(" free(acc_out")).c_str());
         out("    return 0;\n}\n");
         if (!any_acc) {
             out("\n/* The whole domain on the calling thread. */\n"

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from tinytorch import _native
 from tinytorch.core.acceleration import last_path
 from tinytorch.backends.fusion import executors as fusion_cc
+from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import compile_graph
 from tinytorch.extensions.fusion_ir import MAGIC, Node, Program
 
@@ -288,7 +289,7 @@ def test_a_failing_compile_falls_back_to_the_interpreter(monkeypatch, tmp_path):
 @needs_cc
 def test_auto_follows_the_measured_rule(monkeypatch, tmp_path):
     # compiled: arithmetic, float32 math the generated C spells as vectorisable formulas, row
-    # sums; interp: C-library math per element (float32 log, any float64 tanh), row maxima
+    # reductions; interp: C-library math per element (float32 log, any float64 tanh)
     monkeypatch.setenv("TINYTORCH_FUSION", "auto")
     monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path))
     x = np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8)
@@ -312,15 +313,14 @@ def test_auto_follows_the_measured_rule(monkeypatch, tmp_path):
     tanh64 = compile_graph(lambda x, b: (x + b).tanh(), x64, x64[0])
     tanh64(x64, x64[0])
     assert last_path().startswith("fusion:interp:") and "tanh (float64)" in str(tanh64.report())
-    layer = compile_graph(lambda x: (x - x.mean(-1, keepdims=True)) * (x.var(-1, keepdims=True) + 1e-5).rsqrt(), x)
-    layer(x)
-    assert last_path() == "fusion:compiled"  # row sums fold in vector lanes
-    soft = compile_graph(lambda x: x.softmax(), x)
-    soft(x)
-    assert last_path().startswith("fusion:interp:") and "row maximum" in str(soft.report())
-    monkeypatch.setenv("TINYTORCH_FUSION", "compiled")
-    soft(x)
-    assert last_path() == "fusion:compiled"  # forced: the compiled loop takes maxima too
+    for fn in (lambda x: (x - x.mean(-1, keepdims=True)) * (x.var(-1, keepdims=True) + 1e-5).rsqrt(),
+               lambda x: x.softmax()):
+        g = compile_graph(fn, x)
+        g(x)
+        assert last_path() == "fusion:compiled"  # row reductions fold in vector lanes
+    monkeypatch.setenv("TINYTORCH_FUSION", "interp")
+    g(x)
+    assert last_path().startswith("fusion:interp:")
 
 
 @needs_fusion
@@ -402,3 +402,45 @@ def test_compiled_row_reductions_in_lanes_match_float64(monkeypatch, tmp_path, c
                 assert np.isnan(got[1]) and np.isnan(got[2]), (name, view_name)
     if cols > 1:  # (a one-column reduction traces to no reduction at all)
         assert "lane" in compile_graph(lambda v: v.max(axis=-1), views["contiguous"]).source
+
+
+@needs_fusion
+@needs_cc
+@pytest.mark.parametrize("cols", [0, 1, 2, 17, 1000, 1025, 2053])
+def test_compiled_row_buffer_keeps_a_value_two_passes_read(monkeypatch, tmp_path, cols, threads):
+    # softmax's exp(x - max) is needed by the sum pass and the output pass: the generated C
+    # evaluates it once per row into keep<i>[cols] and reads it back (one exp in the file's
+    # output loops, none recomputed); results against float64 for awkward rows, a strided
+    # view, rows of -inf / +inf / NaN, forward and backward
+    monkeypatch.setenv("TINYTORCH_FUSION", "compiled")
+    monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path))
+    rng = np.random.default_rng(cols + 7)
+    big = (rng.standard_normal((6, cols + 3)) * 5).astype(np.float32)
+    for x in (np.ascontiguousarray(big[:, 1:1 + cols]), big[:, 1:1 + cols]):
+        if cols:
+            x = x.copy()
+            x[1, :] = -np.inf
+            x[2, cols // 2] = np.inf
+            x[3, cols - 1] = np.nan
+        g = compile_graph(lambda v: (lambda e: e / e.sum(-1, keepdims=True))((v - v.max(-1, keepdims=True)).exp()), x)
+        got = g(x)
+        assert last_path() == "fusion:compiled"
+        x64 = x.astype(np.float64)
+        with np.errstate(all="ignore"):
+            e = np.exp(x64 - x64.max(-1, keepdims=True)) if cols else x64
+            want = e / e.sum(-1, keepdims=True)
+        np.testing.assert_allclose(got, want, rtol=3e-6, atol=1e-7, equal_nan=True)
+        if cols > 1:
+            src = g.source
+            writer = [line for line in src.splitlines() if "keep" in line and "] = v" in line]
+            reader = [line for line in src.splitlines() if "= keep" in line]
+            assert writer and reader, src
+            output_pass = src[src.index("/* output pass */"):]
+            assert "tt_expf" not in output_pass  # read back, not recomputed
+        t = Tensor(x, requires_grad=True)
+        seed = rng.standard_normal(x.shape).astype(np.float32)
+        g(t).backward(seed)
+        assert last_path() == "fusion:compiled"
+        with np.errstate(all="ignore"):
+            want_grad = want * (seed - (seed * want).sum(-1, keepdims=True))
+        np.testing.assert_allclose(t.grad, want_grad, rtol=3e-5, atol=3e-6, equal_nan=True)

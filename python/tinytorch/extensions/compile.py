@@ -29,9 +29,9 @@ fused raises ``UnsupportedOperation`` (a TypeError) naming it: the graph is neve
 The executor, chosen per call (``TINYTORCH_FUSION=auto|interp|compiled|numpy``, default
 auto): "compiled" when a C compiler works, unless auto's measured rule (``executor_choice``)
 sends the program to the interpreter ("interp"): C-library math per element (float32 log,
-erf, pow, x ** 3; float64 exp, tanh, ...) or row maxima (softmax); float32 exp, tanh,
-sigmoid, GELU and sqrt are inline formulas the compiled loop vectorises, and row sums fold
-in vector lanes, so those programs (layer norm among them) are compiled.
+erf, pow, x ** 3; float64 exp, tanh, ...); float32 exp, tanh, sigmoid, GELU and sqrt are
+inline formulas the compiled loop vectorises, and row reductions fold in vector lanes, so
+those programs (softmax and layer norm among them) are compiled.
 "numpy" (fusion_numpy.py) when the runtime is missing, lacks tt_fusion_*, or ``use_native(False)`` is on. A failed compile falls
 back to the interpreter. ``last_path()`` says what ran ("fusion:compiled",
 "fusion:interp:<isa>", "fusion:numpy") and ``report()`` why.
@@ -140,11 +140,11 @@ def _upstream_source(func, names) -> FusedSource:
 #     transcendental, are C-library calls
 #     per element in both executors, and the interpreter keeps the arithmetic around them
 #     vectorised: a log chain 40.7 vs 45.0, the float64 GELU chain 258 vs 266 -> interp;
-#   - row sums and means: the compiled loop folds a unit-stride row in 16 vector lanes per
-#     1024-column tile (runtime/fusion/codegen.cpp): layer norm 6.3-6.7 vs 11.7-13.3, the
-#     runtime's own tt_layernorm_forward 6.2-6.5 (AVX2) -> compiled;
-#   - row maxima (softmax): the compiled lane max does not become a vector max under GCC
-#     12 (the max pass alone costs 6-11 ms): softmax 27.0 vs 17.3 -> interp.
+#   - row reductions: the compiled loop folds a unit-stride row in 16 vector lanes per
+#     1024-column tile and evaluates a transcendental two passes need once per row, into a
+#     row buffer (runtime/fusion/codegen.cpp): layer norm 6.3-6.7 vs 11.7-13.3 (the
+#     runtime's own tt_layernorm_forward 6.1-6.5), softmax 14.1 vs 17.9 (tt_softmax_forward
+#     8.3); forward + backward 22.0 vs 54.9 and 33.2 vs 70.6 (AVX2) -> compiled.
 _LIBM_F32 = frozenset({"LOG", "ERF", "POW"})
 _LIBM_F64 = frozenset({"EXP", "LOG", "TANH", "SIGMOID", "GELU", "ERF", "POW"})
 
@@ -159,9 +159,6 @@ def _auto_interp_reason(program: Program) -> str:
     if libm:
         return (f"auto: the program uses {', '.join(libm)}, a C-library call per element in both "
                 "executors; the interpreter keeps the arithmetic around it vectorised (measured faster)")
-    if any(n.op == "MAX_ROW" for n in program.nodes):
-        return ("auto: the program takes a row maximum, where the interpreter measured faster than "
-                "the compiled loop (softmax rows, bench_fusion.md)")
     return ""
 
 
@@ -172,9 +169,8 @@ def executor_choice(program: Program | None = None):
 
     Args:
         program: the program about to run; under ``auto`` the measured rule above picks the
-            executor (compiled for arithmetic, vectorised float32 math and row sums, the
-            interpreter for C-library math and row maxima). None: decide without looking at
-            a program.
+            executor (compiled for arithmetic, vectorised float32 math and row reductions,
+            the interpreter for C-library math). None: decide without looking at a program.
     """
     want = os.environ.get("TINYTORCH_FUSION", "auto").strip().lower() or "auto"
     if want not in _EXECUTORS:
