@@ -17,6 +17,9 @@
  * calls per layer and token, next to the d-wide products. Every query row is one item with
  * its own sums, so how rows are split across threads changes no bit.
  *
+ * Style 3 of docs/native-layout.md (plain loops per ISA) despite the reduction and the exp:
+ * the partial sums are spelled out, so nothing needs reassociating, and libm's exp runs once
+ * per score, d times less often than the products.
  * Internal linkage on purpose: each ISA's file compiles its own copy with its own flags.
  */
 #pragma once
