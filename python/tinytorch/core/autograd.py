@@ -335,8 +335,8 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
 
     Args:
         root: the Tensor to differentiate (it must require grad).
-        gradient: d(output)/d(root), an array or Tensor of root's shape (or of a shape root
-            broadcasts to: summed down by ``_reduce_broadcast_grad``); None is allowed only
+        gradient: d(output)/d(root), an array or Tensor of root's shape (for a leaf root,
+            also a shape it broadcasts to: summed down by ``_reduce_broadcast_grad``); None is allowed only
             for a one-element root and means 1.
         retain_graph: keep the Functions' saved arrays so the graph can be walked again;
             by default each node is released once backward has passed it.
@@ -355,16 +355,19 @@ def run_backward(root, gradient=None, retain_graph: bool = False) -> None:
             gradient = gradient.data
         gradient = np.asarray(gradient, dtype=data.dtype)
         if gradient.shape != data.shape:
-            # A gradient of the shape the tensor broadcasts to (upstream TinyTorch's seed, as
-            # if the tensor had been broadcast first) is summed down to the tensor's shape;
-            # any other shape is refused.
+            # On a leaf, a gradient of the shape the leaf broadcasts to (upstream TinyTorch's
+            # leaf accumulation, as if the leaf had been broadcast first) is summed down to the
+            # leaf's shape. A computed tensor's gradient must match its shape, as in PyTorch
+            # and upstream: a mismatched seed there is a mistake, not a broadcast.
             try:
                 broadcasts = np.broadcast_shapes(data.shape, gradient.shape) == gradient.shape
             except ValueError:
                 broadcasts = False
-            if not broadcasts:
+            if not (broadcasts and root.grad_fn is None):
+                why = "a computed tensor's gradient must match its shape" if broadcasts else \
+                    "nor does the tensor broadcast to it"
                 raise ValueError(f"backward: gradient has shape {gradient.shape} but the tensor has "
-                                 f"shape {data.shape} (nor does the tensor broadcast to it)")
+                                 f"shape {data.shape} ({why})")
             gradient = _reduce_broadcast_grad(gradient, data.shape)
 
     order = _topological_order(root)

@@ -124,8 +124,10 @@ def mse_loss(pred, target, reduction: str = "mean"):
     _check_reduction(reduction, "MSELoss")
     pred = _pred(pred, "MSELoss")
     t = _target_array(target)
-    # empty input: PyTorch's answer (the mean of nothing is NaN), which our parity tests pin
-    _check_same_shape("MSELoss", pred.data.shape, t.shape, allow_empty=True)
+    # An empty batch: its mean is 0/0, and a NaN loss would poison training silently (PyTorch
+    # returns it with a warning; upstream refuses): refused. Its sum (0) and per-element
+    # losses (an empty array) are well defined and kept.
+    _check_same_shape("MSELoss", pred.data.shape, t.shape, allow_empty=reduction != "mean")
     if t.dtype.kind not in "fiub":
         raise TypeError(f"MSELoss: target dtype {t.dtype} is not numeric")
     t = t.astype(pred.data.dtype, copy=False)
@@ -208,9 +210,13 @@ def cross_entropy(logits, target, ignore_index: int = -100, label_smoothing: flo
     if len(shape) == 0:
         raise ValueError("CrossEntropyLoss: logits must have a class dimension, got a 0-d tensor")
     classes = shape[1] if len(shape) >= 2 else shape[0]
-    if classes == 0:  # an empty batch keeps PyTorch's answer (NaN mean, 0 sum)
+    if classes == 0:
         raise ValueError(f"CrossEntropyLoss: logits of shape {shape} and targets of shape {t.shape} "
                          "must be nonempty: at least one class")
+    if reduction == "mean" and t.size == 0:  # the mean of no samples is 0/0 (see mse_loss)
+        raise ValueError(f"CrossEntropyLoss: logits of shape {shape} and targets of shape {t.shape} "
+                         "hold no sample: the mean over an empty batch is undefined (reduction='sum' "
+                         "gives 0)")
     expected = shape[:1] + shape[2:] if len(shape) >= 2 else ()
     if t.shape != expected:
         raise ValueError(f"CrossEntropyLoss: logits of shape {shape} need targets of shape {expected}, "
