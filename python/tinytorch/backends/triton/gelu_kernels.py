@@ -1,10 +1,11 @@
 """gelu_kernels: the Triton kernels of the fused bias-GELU (forward and backward).
 
-Owns: three @triton.jit kernels and their launchers. It imports triton at its top, so it is
-imported only at call time, by ``backends/triton/gelu.py`` once the registry's probe said
-Triton may run (the package never imports triton at import time).
+Owns: three @triton.jit kernels, the two device functions the first two share (the tile
+load with the bias, the overflow-free sigmoid) and their launchers. It imports triton at its
+top, so it is imported only at call time, by ``backends/triton/gelu.py`` once the registry's
+probe said Triton may run (the package never imports triton at import time).
 
-The formula is the package's one tanh GELU (``tinytorch.backends.numpy_fallback``, whose
+The formula is the package's one tanh GELU (``tinytorch.backends.reference``, whose
 constants are passed in here as compile-time values), in its overflow-free sigmoid form:
 
     u = x + bias,  z = 2 sqrt(2/pi) (u + c u^3),  e = exp(-|z|),
@@ -27,17 +28,20 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..numpy_fallback import GELU_C, SQRT_2_OVER_PI
+from ..reference import GELU_C, SQRT_2_OVER_PI
 
 __all__ = ["launch_forward", "launch_backward", "TWO_K", "GELU_C"]
 
 TWO_K = 2.0 * SQRT_2_OVER_PI   # z = TWO_K (u + GELU_C u^3)
 
 
+# The forward and the backward read the same tile and need the same sigmoid, so both are
+# written once here; Triton inlines a @triton.jit function into the kernel that calls it
+# (no call cost on the device, the same code under the interpreter).
 @triton.jit
-def _bias_gelu_forward_kernel(x_ptr, bias_ptr, y_ptr, M, D, stride_xm, stride_ym,
-                              TWO_K_: tl.constexpr, C_: tl.constexpr, HAS_BIAS: tl.constexpr,
-                              BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+def _tile_u(x_ptr, bias_ptr, M, D, stride_xm, HAS_BIAS: tl.constexpr,
+            BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """(u = x + bias over this program's tile in float32, mask, int64 row indices, columns)."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     mask = (rows[:, None] < M) & (cols[None, :] < D)
@@ -46,9 +50,24 @@ def _bias_gelu_forward_kernel(x_ptr, bias_ptr, y_ptr, M, D, stride_xm, stride_ym
     if HAS_BIAS:
         b = tl.load(bias_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)  # once per block
         u = u + b[None, :]
+    return u, mask, rows64, cols
+
+
+@triton.jit
+def _sigmoid_z(u, TWO_K_: tl.constexpr, C_: tl.constexpr):
+    """(s = sigmoid(z), e = exp(-|z|)) for z = TWO_K (u + C u^3), without overflow."""
     z = TWO_K_ * (u + C_ * u * u * u)
     e = tl.exp(-tl.abs(z))
     s = tl.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return s, e
+
+
+@triton.jit
+def _bias_gelu_forward_kernel(x_ptr, bias_ptr, y_ptr, M, D, stride_xm, stride_ym,
+                              TWO_K_: tl.constexpr, C_: tl.constexpr, HAS_BIAS: tl.constexpr,
+                              BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    u, mask, rows64, cols = _tile_u(x_ptr, bias_ptr, M, D, stride_xm, HAS_BIAS, BLOCK_M, BLOCK_D)
+    s, e = _sigmoid_z(u, TWO_K_, C_)
     y = tl.where(u == -float("inf"), -0.0, u * s)
     tl.store(y_ptr + rows64 * stride_ym + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -58,18 +77,9 @@ def _bias_gelu_backward_kernel(x_ptr, bias_ptr, g_ptr, gx_ptr, partial_ptr, M, D
                                stride_xm, stride_gm, stride_gxm,
                                TWO_K_: tl.constexpr, C_: tl.constexpr, HAS_BIAS: tl.constexpr,
                                BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    mask = (rows[:, None] < M) & (cols[None, :] < D)
-    rows64 = rows.to(tl.int64)[:, None]
-    u = tl.load(x_ptr + rows64 * stride_xm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    if HAS_BIAS:
-        b = tl.load(bias_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)
-        u = u + b[None, :]
+    u, mask, rows64, cols = _tile_u(x_ptr, bias_ptr, M, D, stride_xm, HAS_BIAS, BLOCK_M, BLOCK_D)
     g = tl.load(g_ptr + rows64 * stride_gm + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    z = TWO_K_ * (u + C_ * u * u * u)
-    e = tl.exp(-tl.abs(z))
-    s = tl.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    s, e = _sigmoid_z(u, TWO_K_, C_)
     slope = u * (TWO_K_ * (1.0 + 3.0 * C_ * u * u)) * (e / ((1.0 + e) * (1.0 + e)))
     d = s + tl.where(e == 0.0, 0.0, slope)
     gx = tl.where(mask, g * d, 0.0)
