@@ -48,7 +48,7 @@ def pack_for(lib, weight_q, packs):
     offset = (-buf.ctypes.data) % 64
     w = np.ascontiguousarray(weight_q, dtype=np.int8)
     _native.check(lib.tt_qgemm_pack(kernel, k, n, w.ctypes.data, max(n, 1), buf.ctypes.data + offset,
-                             size.value), "quantized_pack")
+                                    size.value), "quantized_pack")
     packs[kernel] = (buf, offset, size.value)
     return buf.ctypes.data + offset, size.value
 
@@ -73,26 +73,32 @@ def quantize_rows(x):
     scale = np.empty(m, np.float32)
     zp = np.empty(m, np.int32)
     _native.check(_native.lib.tt_qgemm_quantize_rows(m, k, x.ctypes.data, max(k, 1), q.ctypes.data,
-                                              max(k, 1), scale.ctypes.data, zp.ctypes.data),
-           "quantize_rows")
+                                                     max(k, 1), scale.ctypes.data, zp.ctypes.data),
+                  "quantize_rows")
     record_native_path()
     return q, scale, zp
+
+
+def _packed_operands(a, weight_q, packs):
+    """(a contiguous, m, n, k, packed weight address, its bytes): what tt_qgemm_u8s8s32 and
+    tt_qgemm_f32 both take. The runtime reads rows at stride k, so ``a`` is made contiguous
+    once here; the weight is packed once per kernel and kept in ``packs``."""
+    k, n = weight_q.shape
+    a = np.ascontiguousarray(a)
+    address, nbytes = pack_for(_native.lib, weight_q, packs)
+    return a, a.shape[0], n, k, address, nbytes
 
 
 def quantized_matmul(q, zero_point, weight_q, packs):
     """Exact int32 ``(q - zero_point[:, None]) @ weight_q`` through tt_qgemm_u8s8s32 (q uint8
     (M, K)); the zero point is folded in with the weight's column sums, in int32 (exact:
     the result is bounded by K * 255 * 128 < 2^31). ``packs`` caches the packed weight."""
-    k, n = weight_q.shape
-    if not _qgemm_ready(k) or q.dtype != np.uint8:
+    if not _qgemm_ready(weight_q.shape[0]) or q.dtype != np.uint8:
         return NotImplemented
-    lib = _native.lib
-    q = np.ascontiguousarray(q)
-    m = q.shape[0]
-    address, nbytes = pack_for(lib, weight_q, packs)
+    q, m, n, k, address, nbytes = _packed_operands(q, weight_q, packs)
     out = np.empty((m, n), np.int32)
-    _native.check(lib.tt_qgemm_u8s8s32(m, n, k, q.ctypes.data, max(k, 1), address, nbytes,
-                                out.ctypes.data, max(n, 1)), "quantized_matmul")
+    _native.check(_native.lib.tt_qgemm_u8s8s32(m, n, k, q.ctypes.data, max(k, 1), address, nbytes,
+                                               out.ctypes.data, max(n, 1)), "quantized_matmul")
     record_native_path()
     colsum = weight_q.sum(axis=0, dtype=np.int32)
     zp = np.asarray(zero_point, np.int32)[:, None]
@@ -105,17 +111,14 @@ def quantized_linear(x, weight_q, weight_scale, bias, activation, packs):
     exact int32 product and epilogue in the runtime) for float32 x (M, K): w is ``weight_q``,
     ws ``weight_scale``, act the ``activation`` (None, "relu", "gelu"); ``packs`` caches the
     packed weight."""
-    k, n = weight_q.shape
-    if not _qgemm_ready(k) or x.dtype != F32:
+    if not _qgemm_ready(weight_q.shape[0]) or x.dtype != F32:
         return NotImplemented
-    lib = _native.lib
-    x = np.ascontiguousarray(x)
-    m = x.shape[0]
-    address, nbytes = pack_for(lib, weight_q, packs)
+    x, m, n, k, address, nbytes = _packed_operands(x, weight_q, packs)
     out = np.empty((m, n), np.float32)
-    _native.check(lib.tt_qgemm_f32(m, n, k, x.ctypes.data, max(k, 1), address, nbytes,
-                            weight_scale.ctypes.data, None if bias is None else bias.ctypes.data,
-                            _ACTIVATIONS[activation], out.ctypes.data, max(n, 1)),
-           "quantized_linear")
+    _native.check(_native.lib.tt_qgemm_f32(m, n, k, x.ctypes.data, max(k, 1), address, nbytes,
+                                           weight_scale.ctypes.data,
+                                           None if bias is None else bias.ctypes.data,
+                                           _ACTIVATIONS[activation], out.ctypes.data, max(n, 1)),
+                  "quantized_linear")
     record_native_path()
     return out
