@@ -4,8 +4,9 @@ Workload (the issue's): GPT with vocab 65, context 128, 4 layers, 4 heads, d=128
 AdamW (lr 3e-4, weight decay 0.1), cross-entropy over every position, dropout 0. A step is
 zero_grad + forward + loss + backward + AdamW step. PyTorch runs the same architecture (pre-LN
 blocks, separate q/k/v/out projections, GELU tanh MLP, learned positions, untied head) written
-with torch.nn and F.scaled_dot_product_attention, starting from TinyTorch's weights, so the
-first-step losses printed side by side must agree.
+with torch.nn and F.scaled_dot_product_attention (torch_gpt.py, the twin bench_scale.py uses
+too), starting from TinyTorch's weights, so the first-step losses printed side by side must
+agree.
 
 Steps are timed one at a time in alternating rounds (machine-load drift hits both), after a
 warm-up; the table shows medians, the p10-p90 range, tokens/s (batch * context / step time) and
@@ -26,6 +27,7 @@ import os
 import numpy as np
 
 import _common as C
+import torch_gpt
 
 from tinytorch.core import random as tt_random  # noqa: E402  (path set up by _common)
 from tinytorch.core.losses import cross_entropy  # noqa: E402
@@ -40,63 +42,13 @@ LR, WEIGHT_DECAY = 3e-4, 0.1
 
 
 def build_torch_gpt(ours):
-    """The same GPT in torch.nn, named like ours so weights copy across by name."""
-    nn, F = torch.nn, torch.nn.functional
-    e, h = ours.embed_dim, ours.num_heads
-
-    class Attn(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(e, e) for _ in range(4))
-
-        def forward(self, x):
-            b, t, _ = x.shape
-            split = lambda z: z.view(b, t, h, e // h).transpose(1, 2)
-            o = F.scaled_dot_product_attention(split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x)),
-                                               is_causal=True)
-            return self.out_proj(o.transpose(1, 2).reshape(b, t, e))
-
-    class MLP(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1, self.fc2 = nn.Linear(e, 4 * e), nn.Linear(4 * e, e)
-
-        def forward(self, x):
-            return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.attn, self.ln2, self.mlp = nn.LayerNorm(e), Attn(), nn.LayerNorm(e), MLP()
-
-        def forward(self, x):
-            x = x + self.attn(self.ln1(x))
-            return x + self.mlp(self.ln2(x))
-
-    class TorchGPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.token_embedding = nn.Embedding(ours.vocab_size, e)
-            self.position_embedding = nn.Module()
-            self.position_embedding.weight = nn.Parameter(torch.zeros(ours.max_seq_len, e))
-            self.blocks = nn.ModuleList(Block() for _ in range(ours.num_layers))
-            self.ln_f = nn.LayerNorm(e)
-            self.lm_head = nn.Linear(e, ours.vocab_size, bias=False)
-
-        def forward(self, idx):
-            x = self.token_embedding(idx) + self.position_embedding.weight[: idx.shape[1]]
-            for block in self.blocks:
-                x = block(x)
-            return self.lm_head(self.ln_f(x))
-
-    model = TorchGPT()
-    theirs = dict(model.named_parameters())
-    with torch.no_grad():
-        for name, p in ours.named_parameters():
-            is_linear = p.data.ndim == 2 and "embedding" not in name
-            value = p.data.T if is_linear else p.data  # our Linear weight is (in, out), torch's (out, in)
-            theirs[name].copy_(torch.from_numpy(np.ascontiguousarray(value)))
-    assert len(theirs) == len(list(ours.named_parameters())), "parameter sets differ"
+    """The same GPT in torch.nn (torch_gpt.py, the one twin; head tied or not as ``ours``),
+    starting from ``ours``'s weights."""
+    cfg = dict(vocab_size=ours.vocab_size, embed_dim=ours.embed_dim, num_layers=ours.num_layers,
+               num_heads=ours.num_heads, max_seq_len=ours.max_seq_len)
+    model = torch_gpt.build_torch_gpt(torch, cfg, tie_weights=ours.tie_weights)
+    named = list(ours.named_parameters())
+    torch_gpt.copy_weights(torch, model, [name for name, _ in named], (p.data for _, p in named))
     return model
 
 

@@ -4,7 +4,7 @@ What this file owns
   The scale benchmark of issue #28: our GPT (core/transformers.py) at GPT-2 small (12 layers,
   d 768, 12 heads, context 1024, vocab 50,257, tied head, random weights) and two smaller
   points (d 256 / 6 layers, d 512 / 8 layers, same vocabulary and context), against the same
-  architecture in torch.nn written here (pre-LN blocks, separate q/k/v/out projections, GELU
+  architecture in torch.nn (torch_gpt.py: pre-LN blocks, separate q/k/v/out projections, GELU
   tanh MLP, learned positions, head tied to the token table) holding the SAME initial weights:
   our weights are saved once per size and loaded into the torch module, and the first-step
   losses of the two must agree within float32 tolerance before a row is reported.
@@ -17,8 +17,8 @@ What this file owns
     scratch; arrays are NumPy's and count in RSS). Optionally with activation checkpointing
     of every block (extensions/activation_checkpoint.py; torch.utils.checkpoint for PyTorch).
   * inference: a prompt of `--prompt` tokens, then `--new-tokens` greedy tokens through the
-    KV cache (ours: kv_cache.generate_with_cache; PyTorch: a past-key-values loop in the
-    module below). Prefill time = start to the first sampled token; decode tokens/s =
+    KV cache (ours: kv_cache.generate_with_cache; PyTorch: the twin's past-key-values loop).
+    Prefill time = start to the first sampled token; decode tokens/s =
     (new tokens - 1) / time from the first to the last sampled token.
   * cost growth: step time and memory against d, layers and T, plotted, with the FLOP count
     of a step and its share of the measured FMA peak.
@@ -59,6 +59,7 @@ import time
 import numpy as np
 
 import _common as C
+from torch_gpt import build_torch_gpt, copy_weights  # the one PyTorch twin of our GPT
 
 from tinytorch.core import random as tt_random  # noqa: E402  (path set up by _common)
 from tinytorch.core.losses import cross_entropy  # noqa: E402
@@ -128,92 +129,16 @@ def decode_row(r: dict) -> dict:
 
 
 # ============================================================================ the PyTorch twin
-
-def build_torch_gpt(torch, cfg: dict):
-    """Our GPT's architecture in torch.nn (tied head), named like ours so weights load by name;
-    forward(idx, past=None, use_past=False) -> logits (and the new past when use_past)."""
-    nn, F = torch.nn, torch.nn.functional
-    e, h, L = cfg["embed_dim"], cfg["num_heads"], cfg["num_layers"]
-
-    class Attn(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.q_proj, self.k_proj, self.v_proj, self.out_proj = (nn.Linear(e, e) for _ in range(4))
-
-        def forward(self, x, past=None, use_past=False):
-            b, t, _ = x.shape
-            split = lambda z: z.view(b, t, h, e // h).transpose(1, 2)  # noqa: E731
-            q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
-            if past is not None:  # the simple past-key-values loop: append and attend over all
-                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-            causal = t > 1
-            if past is not None and t > 1:
-                raise ValueError("multi-token steps after a past are not used here")
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            out = self.out_proj(o.transpose(1, 2).reshape(b, t, e))
-            return (out, (k, v)) if use_past else out
-
-    class MLP(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.fc1, self.fc2 = nn.Linear(e, 4 * e), nn.Linear(4 * e, e)
-
-        def forward(self, x):
-            return self.fc2(F.gelu(self.fc1(x), approximate="tanh"))
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.attn, self.ln2, self.mlp = nn.LayerNorm(e), Attn(), nn.LayerNorm(e), MLP()
-
-        def forward(self, x, past=None, use_past=False):
-            a = self.attn(self.ln1(x), past, use_past)
-            if use_past:
-                a, kv = a
-            x = x + a
-            x = x + self.mlp(self.ln2(x))
-            return (x, kv) if use_past else x
-
-    class TorchGPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.token_embedding = nn.Embedding(cfg["vocab_size"], e)
-            self.position_embedding = nn.Module()
-            self.position_embedding.weight = nn.Parameter(torch.zeros(cfg["max_seq_len"], e))
-            self.blocks = nn.ModuleList(Block() for _ in range(L))
-            self.ln_f = nn.LayerNorm(e)
-
-        def forward(self, idx, past=None, use_past=False, checkpointed=False):
-            offset = 0 if past is None else past[0][0].shape[2]
-            x = self.token_embedding(idx) + self.position_embedding.weight[offset: offset + idx.shape[1]]
-            new_past = []
-            for i, block in enumerate(self.blocks):
-                if use_past:
-                    x, kv = block(x, None if past is None else past[i], True)
-                    new_past.append(kv)
-                elif checkpointed:
-                    x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
-                else:
-                    x = block(x)
-            logits = self.ln_f(x) @ self.token_embedding.weight.T  # tied head, as ours
-            return (logits, new_past) if use_past else logits
-
-    return TorchGPT()
-
+# The twin itself (build_torch_gpt, copy_weights) is torch_gpt.py's, the one shared with bench_gpt.py.
 
 def load_torch_weights(torch, model, folder: str) -> None:
-    """Copy our saved weights (one .npy per parameter, our names) into the torch twin."""
-    theirs = dict(model.named_parameters())
-    names = json.load(open(os.path.join(folder, "names.json")))
-    if sorted(names) != sorted(theirs):
-        raise RuntimeError(f"parameter sets differ: ours {sorted(set(names) - set(theirs))}, "
-                           f"torch's {sorted(set(theirs) - set(names))}")
-    with torch.no_grad():
-        for i, name in enumerate(names):
-            value = np.load(os.path.join(folder, f"{i}.npy"), mmap_mode="r")
-            is_linear = value.ndim == 2 and "embedding" not in name
-            theirs[name].copy_(torch.from_numpy(np.array(value.T if is_linear else value, order="C")))
-            del value
+    """Copy our saved weights (one .npy per parameter, our names) into the torch twin; each file
+    is memory-mapped and read only when its parameter is copied, so one parameter at a time is
+    held twice."""
+    with open(os.path.join(folder, "names.json")) as f:
+        names = json.load(f)
+    copy_weights(torch, model, names, (np.load(os.path.join(folder, f"{i}.npy"), mmap_mode="r")
+                                       for i in range(len(names))))
 
 
 def save_our_weights(model, folder: str) -> None:
