@@ -20,9 +20,8 @@ from tinytorch.core import acceleration as acc
 RNG = np.random.default_rng(20261130)
 
 
-
-
-def isa() -> str:
+def active_isa() -> str:
+    """The ISA the runtime runs now (named apart from conftest's ``isa`` fixture, which sets one)."""
     return native.isa()
 
 
@@ -32,14 +31,14 @@ def expected_gemm_path(m, n, k, trans_a, trans_b=False):
     K >= 64 N) take the narrow path (AVX2 dot products, no packing; the AVX-512 entry uses
     the same kernel)."""
     dot = trans_b and m <= 16 and n <= 96 and k >= 64 * n
-    has_narrow = isa() in ("avx2", "avx512")
+    has_narrow = active_isa() in ("avx2", "avx512")
     narrow = has_narrow and not trans_a and m > 0 and k > 0 and n >= 1 and (n <= 12 or dot)
     # one to four rows of op(A) row-major: the row-vector path (test_gemm_rowvec.py)
     # (B^T goes to the narrow kernel, which the scalar entry lacks)
     rowvec = not trans_a and 1 <= m <= 4 and k > 0 and n >= 1 and not (has_narrow and n <= 12)
     if rowvec and (has_narrow or not trans_b):
-        return f"native:sgemm:{isa()}" + (":narrow" if trans_b else ":rowvec")
-    return f"native:sgemm:{isa()}" + (":narrow" if narrow else "")
+        return f"native:sgemm:{active_isa()}" + (":narrow" if trans_b else ":rowvec")
+    return f"native:sgemm:{active_isa()}" + (":narrow" if narrow else "")
 
 
 def assert_close_gemm(got, a_op, b_op):
@@ -78,7 +77,7 @@ def test_beta_zero_ignores_nan_in_out(threads):
     out = np.full((70, 90), np.nan, np.float32)
     got = acc.gemm(a, b, out=out)
     assert got is out
-    assert acc.last_path() == f"native:sgemm:{isa()}"
+    assert acc.last_path() == f"native:sgemm:{active_isa()}"
     assert_close_gemm(out, a, b)
 
 
@@ -109,7 +108,7 @@ def test_views_are_passed_without_copies(monkeypatch, threads):
     monkeypatch.setattr(acc.np, "ascontiguousarray", no_copy)
     got = acc.gemm(a, b)
     monkeypatch.undo()
-    assert acc.last_path() == f"native:sgemm:{isa()}"
+    assert acc.last_path() == f"native:sgemm:{active_isa()}"
     assert_close_gemm(got, want_a, want_b)
 
 
@@ -119,7 +118,7 @@ def test_other_strides_are_copied_once(threads):
     b = base[1::3, ::2][:44, :60]
     assert not (a.flags.c_contiguous or a.flags.f_contiguous or b.flags.c_contiguous)
     got = acc.gemm(a, b)
-    assert acc.last_path() == f"native:sgemm:{isa()}"
+    assert acc.last_path() == f"native:sgemm:{active_isa()}"
     assert_close_gemm(got, a, b)
 
 
@@ -141,14 +140,14 @@ def test_matmul_batched_and_broadcast(shape_a, shape_b, threads):
     assert got.shape == want.shape and got.dtype == np.float32
     assert np.all(np.abs(got - want) <= bound + 1e-30)
     kind, path_isa = acc.last_path().split(":")[1:3]
-    assert kind in ("sgemm", "sgemm_strided_batched") and path_isa == isa(), acc.last_path()
+    assert kind in ("sgemm", "sgemm_strided_batched") and path_isa == active_isa(), acc.last_path()
 
 
 def test_batched_swapped_views_use_transpose_flags(threads):
     q = RNG.standard_normal((8, 64, 32)).astype(np.float32)
     k = RNG.standard_normal((8, 64, 32)).astype(np.float32)
     got = acc.matmul(q, np.swapaxes(k, -1, -2))  # attention scores, K^T as a flag
-    assert acc.last_path() == f"native:sgemm_strided_batched:{isa()}"
+    assert acc.last_path() == f"native:sgemm_strided_batched:{active_isa()}"
     want = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
@@ -171,7 +170,7 @@ def test_use_native_false_forces_numpy():
         acc.gemm(a, a)
         assert acc.last_path() == "numpy"
     acc.gemm(a, a)
-    assert acc.last_path() == f"native:sgemm:{isa()}"
+    assert acc.last_path() == f"native:sgemm:{active_isa()}"
 
 
 def test_environment_variable_disables_native():
