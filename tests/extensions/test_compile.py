@@ -18,7 +18,7 @@ from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import compile_graph
 from tinytorch.extensions.compile import CompiledGraph, FusedSource, executor_choice
 from tinytorch.backends.fusion.executors import compiler
-from tinytorch.extensions.fusion_trace import UnsupportedOperation
+from tinytorch.extensions.fusion.trace import UnsupportedOperation
 
 RNG = np.random.default_rng(1101)
 EXECUTORS = ["numpy", "interp", "compiled"]
@@ -414,10 +414,10 @@ def test_environment_variable_selects_and_rejects(monkeypatch):
 
 
 def test_library_without_fusion_falls_back_with_the_reason(monkeypatch):
-    from tinytorch.backends.fusion import executors as fusion_cc
+    from tinytorch.backends.fusion import executors
     if _native.lib is None or not native_enabled():
         pytest.skip("no runtime library at all, or the native path is off")
-    monkeypatch.setattr(fusion_cc._native, "has_fusion", lambda: False)
+    monkeypatch.setattr(executors._native, "has_fusion", lambda: False)
     monkeypatch.setenv("TINYTORCH_FUSION", "compiled")
     mode, why = executor_choice()
     assert mode == "numpy" and "without the fusion executor" in why

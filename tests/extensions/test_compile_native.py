@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 
 from tinytorch import _native
 from tinytorch.core.acceleration import last_path
-from tinytorch.backends.fusion import executors as fusion_cc
+from tinytorch.backends.fusion import executors
 from tinytorch.core.tensor import Tensor
 from tinytorch.extensions import compile_graph
-from tinytorch.extensions.fusion_ir import MAGIC, Node, Program
+from tinytorch.extensions.fusion.ir import MAGIC, Node, Program
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 needs_fusion = pytest.mark.skipif(not _native.has_fusion(), reason="the runtime library has no tt_fusion_*")
-needs_cc = pytest.mark.skipif(fusion_cc.compiler()[0] is None, reason="no C compiler")
+needs_cc = pytest.mark.skipif(executors.compiler()[0] is None, reason="no C compiler")
 
 
 def guide_program():
@@ -81,7 +81,7 @@ def _program_from_words(words, imm):
         dtypes, pos = w[pos + 1:pos + 1 + n_in], pos + 1 + n_in
         n = w[pos]
         pos += 1
-        from tinytorch.extensions.fusion_ir import OP_CODES
+        from tinytorch.extensions.fusion.ir import OP_CODES
         nodes = []
         for i in range(n):
             op, dt, a, b, c = w[pos + 5 * i:pos + 5 * i + 5]
@@ -111,13 +111,13 @@ def test_invalid_programs_are_value_errors_in_python(name):
 def test_invalid_programs_are_refused_by_the_runtime(name):
     words, imm = broken_programs()[name]
     with pytest.raises(ValueError) as err:
-        fusion_cc.NativeProgram(_native.lib, words, imm)
+        executors.NativeProgram(_native.lib, words, imm)
     assert "TT_ERR_" in str(err.value) and len(str(err.value)) > 40
 
 
 @needs_fusion
 def test_the_guide_program_runs_in_the_runtime():
-    prog = fusion_cc.NativeProgram(_native.lib, guide_program().words(), guide_program().imm())
+    prog = executors.NativeProgram(_native.lib, guide_program().words(), guide_program().imm())
     assert "tt_fused_kernel" in prog.source()
 
 
@@ -139,7 +139,7 @@ def test_dram_accounting_matches_the_guide_table():
 def test_report_names_the_executor_and_times_both(monkeypatch, mode):
     if mode != "numpy" and not _native.has_fusion():
         pytest.skip("no tt_fusion_*")
-    if mode == "compiled" and fusion_cc.compiler()[0] is None:
+    if mode == "compiled" and executors.compiler()[0] is None:
         pytest.skip("no C compiler")
     monkeypatch.setenv("TINYTORCH_FUSION", mode)
     x = np.random.default_rng(0).standard_normal((64, 33)).astype(np.float32)
@@ -163,7 +163,7 @@ def test_generated_c_compiles_with_wall_werror(tmp_path):
               compile_graph(lambda x: x.softmax(), x),
               compile_graph(lambda x, g, b: (x - x.mean(-1, keepdims=True)) * g + b, x, x[0], x[0].astype(np.float32)),
               compile_graph(lambda x: (np.where(x > 0, x, x * 0.1) ** 3).astype(np.float64).max(-1), x)]
-    cc = fusion_cc.compiler()[0]
+    cc = executors.compiler()[0]
     for k, g in enumerate(graphs):
         src = tmp_path / f"k{k}.c"
         src.write_text(g.source)
@@ -180,21 +180,21 @@ def test_generated_c_compiles_with_wall_werror(tmp_path):
 def test_cache_miss_hit_and_tampered_file(tmp_path, monkeypatch):
     monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path))
     prog = guide_program()
-    native = fusion_cc.NativeProgram(_native.lib, prog.words(), prog.imm())
+    native = executors.NativeProgram(_native.lib, prog.words(), prog.imm())
     key_bytes = prog.words().tobytes() + prog.imm().tobytes()
     stats = {"hits": 0, "misses": 0, "rebuilds": 0}
-    monkeypatch.setattr(fusion_cc, "_loaded", {})
-    _, how = fusion_cc.compile_source(native.source(), key_bytes, stats)
+    monkeypatch.setattr(executors, "_loaded", {})
+    _, how = executors.compile_source(native.source(), key_bytes, stats)
     assert how == "compiled"
     folder = tmp_path / "fusion"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     so = [p for p in folder.iterdir() if p.suffix == ".so"]
     assert len(so) == 1 and stat.S_IMODE(so[0].stat().st_mode) == 0o600
     assert stat.S_IMODE(so[0].with_suffix(".sha256").stat().st_mode) == 0o600
-    _, how = fusion_cc.compile_source(native.source(), key_bytes, stats)
+    _, how = executors.compile_source(native.source(), key_bytes, stats)
     assert how == "loaded"                                 # this process has it
-    monkeypatch.setattr(fusion_cc, "_loaded", {})
-    _, how = fusion_cc.compile_source(native.source(), key_bytes, stats)
+    monkeypatch.setattr(executors, "_loaded", {})
+    _, how = executors.compile_source(native.source(), key_bytes, stats)
     assert how == "cache-hit"
     data = bytearray(so[0].read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -202,14 +202,14 @@ def test_cache_miss_hit_and_tampered_file(tmp_path, monkeypatch):
     # copy this process has loaded; the check is about what a later process would load)
     (folder / "tampered").write_bytes(bytes(data))
     os.replace(folder / "tampered", so[0])
-    monkeypatch.setattr(fusion_cc, "_loaded", {})
-    _, how = fusion_cc.compile_source(native.source(), key_bytes, stats)
+    monkeypatch.setattr(executors, "_loaded", {})
+    _, how = executors.compile_source(native.source(), key_bytes, stats)
     assert how == "rebuilt"
-    assert fusion_cc._sha256_file(str(so[0])) == so[0].with_suffix(".sha256").read_text().strip()
+    assert executors._sha256_file(str(so[0])) == so[0].with_suffix(".sha256").read_text().strip()
     assert stats == {"hits": 1, "misses": 1, "rebuilds": 1}
     other = Program((4, 9), prog.input_dtypes, prog.nodes, prog.outputs)   # another shape: another key
-    native2 = fusion_cc.NativeProgram(_native.lib, other.words(), other.imm())
-    _, how = fusion_cc.compile_source(native2.source(), other.words().tobytes() + other.imm().tobytes(), stats)
+    native2 = executors.NativeProgram(_native.lib, other.words(), other.imm())
+    _, how = executors.compile_source(native2.source(), other.words().tobytes() + other.imm().tobytes(), stats)
     assert how == "compiled" and len([p for p in folder.iterdir() if p.suffix == ".so"]) == 2
 
 
@@ -217,7 +217,7 @@ def test_cache_directory_is_private(tmp_path, monkeypatch):
     monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path / "c"))
     os.makedirs(tmp_path / "c" / "fusion", mode=0o777)
     os.chmod(tmp_path / "c" / "fusion", 0o777)
-    path = fusion_cc.cache_dir()
+    path = executors.cache_dir()
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
 
 
@@ -264,7 +264,7 @@ def test_two_processes_compile_the_same_graph_at_once(tmp_path):
 @needs_fusion
 def test_no_compiler_falls_back_to_the_interpreter(monkeypatch):
     monkeypatch.setenv("TINYTORCH_FUSION", "compiled")
-    monkeypatch.setattr(fusion_cc, "compiler", lambda: (None, "no working C compiler: test", ()))
+    monkeypatch.setattr(executors, "compiler", lambda: (None, "no working C compiler: test", ()))
     g = compile_graph(lambda x: x * 2 + 1, np.ones(5, np.float32))
     np.testing.assert_array_equal(g(np.ones(5, np.float32)), np.full(5, 3.0, np.float32))
     assert last_path().startswith("fusion:interp:")
@@ -276,9 +276,9 @@ def test_no_compiler_falls_back_to_the_interpreter(monkeypatch):
 def test_a_failing_compile_falls_back_to_the_interpreter(monkeypatch, tmp_path):
     monkeypatch.setenv("TINYTORCH_FUSION", "compiled")
     monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path))
-    monkeypatch.setattr(fusion_cc, "_loaded", {})
-    path, ident, flags = fusion_cc.compiler()
-    monkeypatch.setattr(fusion_cc, "compiler", lambda: (path, ident, flags + ("-DNOT_C=1", "-x", "fortran")))
+    monkeypatch.setattr(executors, "_loaded", {})
+    path, ident, flags = executors.compiler()
+    monkeypatch.setattr(executors, "compiler", lambda: (path, ident, flags + ("-DNOT_C=1", "-x", "fortran")))
     g = compile_graph(lambda x: x * 5, np.ones(3, np.float32))
     np.testing.assert_array_equal(g(np.ones(3, np.float32)), np.full(3, 5.0, np.float32))
     assert last_path().startswith("fusion:interp:")
@@ -329,7 +329,7 @@ def test_the_generated_gelu_chain_vectorises(tmp_path):
     # the reason auto compiles float32 tanh: with the flags compile_source uses, GCC
     # vectorises the unit-stride loop (without -fno-trapping-math GCC 12 keeps tanh's
     # select as a branch on AVX2 and the loop stays scalar, 7x slower than the interpreter)
-    path, ident, flags = fusion_cc.compiler()
+    path, ident, flags = executors.compiler()
     if "gcc" not in ident.lower() and "cc (" not in ident:
         pytest.skip(f"the vectoriser report is GCC's ({ident})")
     x = np.ones((4, 1000), np.float32)
@@ -356,7 +356,7 @@ def test_mutated_programs_are_accepted_or_refused_never_crash(edits, cut):
         words[index % len(words)] = value
     words = words[:len(words) - cut]
     try:
-        fusion_cc.NativeProgram(_native.lib, words, imm)
+        executors.NativeProgram(_native.lib, words, imm)
     except (ValueError, MemoryError):
         return
     parsed = _program_from_words(words, imm)

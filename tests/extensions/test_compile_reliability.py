@@ -6,7 +6,7 @@ import pytest
 
 from tinytorch import _native
 from tinytorch.core.tensor import Tensor
-from tinytorch.backends.fusion import executors as fusion_cc
+from tinytorch.backends.fusion import executors
 from tinytorch.extensions import compile_graph
 from tinytorch.extensions.compile import UnsupportedOperation
 
@@ -95,20 +95,20 @@ def test_untraced_attributes_are_unsupported_operations(fn):
         compile_graph(fn, np.ones((2, 3)))
 
 
-@pytest.mark.skipif(not _native.has_fusion() or fusion_cc.compiler()[0] is None,
+@pytest.mark.skipif(not _native.has_fusion() or executors.compiler()[0] is None,
                     reason="needs the fusion runtime and a C compiler")
 def test_a_cache_digest_that_is_not_text_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("TINYTORCH_CACHE", str(tmp_path))
     monkeypatch.setenv("TINYTORCH_FUSION", "compiled")
-    monkeypatch.setattr(fusion_cc, "_loaded", {})
+    monkeypatch.setattr(executors, "_loaded", {})
     x = np.linspace(0, 1, 16)
     g = compile_graph(lambda x: x * 3.0 - 1.0, x)
     g(x)
     digests = list((tmp_path / "fusion").glob("*.sha256"))
     assert len(digests) == 1
     digests[0].write_bytes(b"\xff\xfe not utf-8 \x80")
-    monkeypatch.setattr(fusion_cc, "_loaded", {})
+    monkeypatch.setattr(executors, "_loaded", {})
     again = compile_graph(lambda x: x * 3.0 - 1.0, x)
     np.testing.assert_allclose(again(x), x * 3.0 - 1.0)
     assert again._current().cache_event == "rebuilt"
-    assert digests[0].read_bytes().strip() == fusion_cc._sha256_file(str(digests[0].with_suffix(".so"))).encode()
+    assert digests[0].read_bytes().strip() == executors._sha256_file(str(digests[0].with_suffix(".so"))).encode()

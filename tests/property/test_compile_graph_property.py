@@ -25,7 +25,7 @@ from hypothesis import event, given, strategies as st  # noqa: E402
 from tinytorch import _native  # noqa: E402
 from tinytorch.core.tensor import Tensor  # noqa: E402
 from tinytorch.extensions import compile_graph  # noqa: E402
-from tinytorch.extensions.fusion_cc import compiler  # noqa: E402
+from tinytorch.backends.fusion.executors import compiler  # noqa: E402
 
 UNARY = ["tanh", "square", "exp_tanh", "neg"]
 BINARY = ["add", "sub", "mul", "div"]

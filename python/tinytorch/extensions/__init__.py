@@ -7,7 +7,7 @@
                              Lion, Muon                                 (optimizers.py)
     silicon                  simd_matmul, simd_fused_bias_gelu          (simd_ops.py)
     memory                   flash_attention, FlashAttentionFunction    (flash_attn.py)
-    memory bandwidth         compile_graph, CompiledGraph               (compile.py, fusion_*.py)
+    memory bandwidth         compile_graph, CompiledGraph               (compile.py, fusion/)
     data systems             pack_tokens, TokenShard, ShardDataset,     (tinyverse/)
                              ShardBatcher, generate_tinypy,
                              generate_tinytalks, ast_validity_rate

@@ -5,10 +5,10 @@ Bottleneck it removes: DRAM round-trips. Eager define-by-run execution writes ev
 intermediate of an elementwise chain to memory and reads it back: ``(x + bias) * scale`` on
 10^7 float32 moves 200 MB (x, bias read; t written; t read; y written) where one fused loop
 moves 120 MB (x and bias read once, y written once; 160 MB when scale is a full array
-too). The traced program (fusion_trace.py) is executed by the runtime's tile interpreter or
+too). The traced program (fusion/trace.py) is executed by the runtime's tile interpreter or
 by a C loop generated from it and compiled once (backends/fusion/executors.py), streaming L1-sized blocks
 with every intermediate in registers or a per-thread scratch tile. The backward pass is the
-adjoint program (fusion_grad.py), fused and executed the same way; it recomputes the forward
+adjoint program (fusion/grad.py), fused and executed the same way; it recomputes the forward
 from the saved graph inputs, so no intermediate is ever stored for autograd.
 
 Using it::
@@ -32,7 +32,7 @@ sends the program to the interpreter ("interp"): C-library math per element (flo
 erf, pow, x ** 3; float64 exp, tanh, ...); float32 exp, tanh, sigmoid, GELU and sqrt are
 inline formulas the compiled loop vectorises, and row reductions fold in vector lanes, so
 those programs (softmax and layer norm among them) are compiled.
-"numpy" (fusion_numpy.py) when the runtime is missing, lacks tt_fusion_*, or ``use_native(False)`` is on. A failed compile falls
+"numpy" (fusion/numpy_executor.py) when the runtime is missing, lacks tt_fusion_*, or ``use_native(False)`` is on. A failed compile falls
 back to the interpreter. ``last_path()`` says what ran ("fusion:compiled",
 "fusion:interp:<isa>", "fusion:numpy") and ``report()`` why.
 
@@ -41,7 +41,7 @@ still returns the fused expression's Python source (``str()`` and ``.source``), 
 upstream's ``TracedNode``.
 
 Owns compile_graph, CompiledGraph, the executor choice and the report; assumes
-fusion_trace / fusion_ir / fusion_grad for the programs and the fusion back end
+fusion/ (trace.py, ir.py, grad.py) for the programs and the fusion back end
 (backends/fusion/: the runtime program, the C compiler, the kernel cache) to run them.
 """
 from __future__ import annotations
@@ -57,10 +57,10 @@ from ..core.autograd import Function, no_grad
 from ..core.tensor import Tensor
 from .. import backends as _backends
 from ..backends.fusion import executors as fusion_executors
-from . import fusion_grad, fusion_trace
-from .fusion_ir import ACCUMULATE, F64, Program, code_dtype
-from .fusion_numpy import run_numpy
-from .fusion_trace import UnsupportedOperation
+from .fusion.grad import adjoint_program, prune
+from .fusion.ir import ACCUMULATE, F64, Program, code_dtype
+from .fusion.numpy_executor import run_numpy
+from .fusion.trace import UnsupportedOperation, trace
 
 __all__ = ["TracedNode", "compile_graph", "CompiledGraph", "FusedSource", "FusionReport",
            "UnsupportedOperation", "executor_choice", "last_path"]
@@ -205,7 +205,7 @@ class _Plan:
     """Everything about one signature: the program, its output layout, its native forms."""
 
     def __init__(self, fn, args):
-        t, outs, positions, is_tuple = fusion_trace.trace(fn, args)
+        t, outs, positions, is_tuple = trace(fn, args)
         self.positions = positions
         self.is_tuple = is_tuple
         self.domain = tuple(t.domain)
@@ -237,7 +237,7 @@ class _Plan:
         out_nbytes = [int(np.prod(m["shape"])) * (1 if m["bool"] else m["dtype"].itemsize)
                       for m in self.out_meta]
         self.dram = self.traced.dram_bytes(self.input_nbytes, out_nbytes, value_nbytes)
-        self.program = fusion_grad.prune(self.traced.nodes, prog_outputs, self.traced.input_dtypes, self.domain)
+        self.program = prune(self.traced.nodes, prog_outputs, self.traced.input_dtypes, self.domain)
         self.program.validate()
         self.accumulate = [tuple(((1,) * (rank - len(s)) + s)) != self.domain for s in self.input_shapes]
         self._native = {}
@@ -351,8 +351,7 @@ class _Plan:
         found = self._backward.get(need)
         if found is None:
             scales = [m["scale"] for m in self.out_meta]
-            found = self._backward[need] = fusion_grad.adjoint_program(self.program, list(need), scales,
-                                                                       self.accumulate)
+            found = self._backward[need] = adjoint_program(self.program, list(need), scales, self.accumulate)
             if found[0] is not None:
                 found[0].validate()
         return found
@@ -427,7 +426,7 @@ class CompiledGraph(Function):
     the adjoint reads. ndarray arguments give ndarrays and record nothing.
 
     Args:
-        fn: the function (elementwise ops and last-axis reductions; see fusion_trace).
+        fn: the function (elementwise ops and last-axis reductions; see fusion/trace.py).
         example_args: example arguments (Tensors, ndarrays, Python numbers) traced now.
     """
 

@@ -1,5 +1,5 @@
 """executors: the native executors of a fusion program, the one C-compiler search, and the
-compiled-C cache (also importable as tinytorch.extensions.fusion_cc, its old name).
+compiled-C cache.
 
 Two executors live in the runtime library (runtime/fusion/, ``tt_fusion_*``):
 

@@ -1,4 +1,4 @@
-"""fusion_grad: the adjoint program, the backward pass of a fusion program as another one.
+"""grad: the adjoint program, the backward pass of a fusion program as another one.
 
 Reverse mode over the node list, symbolically: the backward program recomputes the forward
 nodes it needs from the saved graph inputs (never from saved intermediates) and adds one
@@ -22,13 +22,14 @@ Derivative conventions follow the eager autograd: relu' = 1 where x > 0, |x|' = 
 (0 at 0), max/min split ties evenly (reductions by the number of tied maxima, the binary
 ops half each).
 
-Assumes: fusion_ir's Program and node kinds; programs in, programs out (no arrays).
+Owns ``adjoint_program`` and ``prune``. Assumes: ir.py's Program and node kinds; programs in,
+programs out (no arrays).
 """
 from __future__ import annotations
 
 import math
 
-from .fusion_ir import ACCUMULATE, COMPARISONS, Node, Program, node_kind
+from .ir import ACCUMULATE, COMPARISONS, Node, Program, node_kind
 
 __all__ = ["adjoint_program", "prune"]
 

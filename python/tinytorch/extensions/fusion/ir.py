@@ -1,4 +1,4 @@
-"""fusion_ir: the fusion program (IR version 1 of runtime/fusion/README.md) on the Python side.
+"""ir: the fusion program (IR version 1 of runtime/fusion/README.md) on the Python side.
 
 A ``Program`` is what the tracer builds and every executor runs: a domain shape, the dtype of
 each input slot, a topologically ordered node list (op, dtype, operands a/b/c, immediate) and
@@ -7,8 +7,8 @@ the runtime's int64 words plus one double per node, the Python-side validation (
 rules the C side checks, so a bad program is a ValueError before any native call), the kind
 of each node (full / row / constant) and the DRAM accounting of the report.
 
-Nothing here executes a program: fusion_numpy.py (NumPy) and fusion_cc.py (the runtime's
-interpreter and compiled C) do.
+Nothing here executes a program: numpy_executor.py (NumPy) and backends/fusion/executors.py
+(the runtime's interpreter and compiled C) do.
 
 Assumes: the runtime's IR version 1 (runtime/fusion/README.md), which the C side
 validates again before anything runs.

@@ -1,4 +1,4 @@
-"""fusion_numpy: the NumPy executor of a fusion program ("fusion:numpy").
+"""numpy_executor: the NumPy executor of a fusion program ("fusion:numpy").
 
 The reference semantics of runtime/fusion/README.md in NumPy, node by node, in each node's
 dtype: what runs when the runtime library is missing, lacks the tt_fusion_* functions or the
@@ -6,17 +6,17 @@ native path is switched off. It materialises every intermediate (it is the fallb
 fast path). The formulas are the package's own: the stable sigmoid and the tanh-form GELU of
 backends/numpy_fallback.py, the error function of core/activation_ops.py.
 
-Assumes: the NumPy formulas of backends/reference/ (GELU, sigmoid) and the core's erf, so
-the NumPy executor computes what the door computes.
+Owns ``run_numpy``. Assumes: the NumPy formulas of backends/reference/ (GELU, sigmoid) and the
+core's erf, so the NumPy executor computes what the door computes.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..backends.numpy_fallback import bias_gelu as _gelu_tanh
-from ..backends.numpy_fallback import stable_sigmoid
-from ..core.activation_ops import erf as _erf
-from .fusion_ir import ACCUMULATE, Program, code_dtype
+from ...backends.numpy_fallback import bias_gelu as _gelu_tanh
+from ...backends.numpy_fallback import stable_sigmoid
+from ...core.activation_ops import erf as _erf
+from .ir import ACCUMULATE, Program, code_dtype
 
 __all__ = ["run_numpy"]
 

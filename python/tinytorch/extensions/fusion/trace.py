@@ -1,8 +1,8 @@
-"""fusion_trace: running a function once on tracing values, recording a fusion program.
+"""trace: running a function once on tracing values, recording a fusion program.
 
 ``trace(fn, args)`` calls ``fn`` with one ``TracedValue`` per array argument (Python numbers
 are passed through and baked in as constants). Each operation on a traced value appends a
-node to a ``fusion_ir.Program`` instead of computing anything; the value only knows its
+node to an ``ir.Program`` instead of computing anything; the value only knows its
 logical shape (NumPy broadcasting of the arguments), dtype (NumPy 2 promotion: Python
 numbers are weak, float32 op float64 is float64) and whether it is boolean.
 
@@ -22,7 +22,7 @@ The domain of the program is the broadcast shape of all array arguments (rank >=
 node is evaluated over it. A reduction of a value that is constant along the row (its last
 axis has size 1) is the value itself, so no reduction node is emitted for it.
 
-Owns ``trace`` and ``TracedValue``; assumes fusion_ir's Program (nothing is computed while
+Owns ``trace`` and ``TracedValue``; assumes ir.py's Program (nothing is computed while
 tracing).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fusion_ir import COMPARISONS, F32, F64, Node, Program, code_dtype, dtype_code
+from .ir import COMPARISONS, F32, F64, Node, Program, code_dtype, dtype_code
 
 __all__ = ["TracedValue", "UnsupportedOperation", "Trace", "trace"]
 
