@@ -623,11 +623,12 @@ TT_API tt_status tt_maxpool2d_backward(const float *grad_y, const int64_t *argma
  * The weights are packed once (tt_qgemm_pack) into a caller-owned, 64-byte-aligned buffer
  * laid out for one kernel; the pack also holds each column's sum of w, which folds the
  * activations' zero point into the epilogue. A kernel is a tt_qgemm_kernel value:
- * TT_QGEMM_AUTO (pack and size calls only) means tt_qgemm_kernel_active(). A pack runs
- * only where its kernel can run now: the scalar kernel always, any other one while the
- * active ISA is its ISA and the CPU has its instructions (avx512bw and avx512_vnni under
- * avx512, avx2 under avx2, neon / neon_dot under neon); otherwise the GEMM calls refuse
- * it with TT_ERR_UNSUPPORTED (repack for tt_qgemm_kernel_active()). A buffer that is
+ * TT_QGEMM_AUTO (pack and size calls only) means tt_qgemm_kernel_for(the pack's flags).
+ * A pack runs only where its kernel can run now: the scalar kernel always, any other one
+ * while the active ISA is its ISA and the CPU has its instructions (avx512bw and
+ * avx512_vnni under avx512, avx2 and avx2_u7 under avx2, neon / neon_dot under neon);
+ * otherwise the GEMM calls refuse it with TT_ERR_UNSUPPORTED (repack for
+ * tt_qgemm_kernel_for(flags)). A buffer that is
  * misaligned, too small, or not a pack for the call's K and N is refused too
  * (TT_ERR_INVALID_ARGUMENT / TT_ERR_SHAPE_MISMATCH). tt_last_kernel_path() reports
  * "qgemm:<kernel name>". Threads split the output into disjoint column panels and row
@@ -640,8 +641,22 @@ typedef enum tt_qgemm_kernel {
     TT_QGEMM_AVX512BW = 3,    /* vpmaddwd on widened 16-bit values, 512-bit          */
     TT_QGEMM_AVX512_VNNI = 4, /* vpdpbusd: u8 x s8 dot products of 4                 */
     TT_QGEMM_NEON = 5,        /* widened int32 loops                                 */
-    TT_QGEMM_NEON_DOT = 6     /* sdot on shifted activations                         */
+    TT_QGEMM_NEON_DOT = 6,    /* sdot on shifted activations                         */
+    TT_QGEMM_AVX2_U7 = 7      /* vpmaddubsw on 7-bit activations (reduce_range packs
+                                 only; the AVX2 kernel AUTO picks for them)          */
 } tt_qgemm_kernel;
+
+/* Flags of a pack (tt_qgemm_pack_ex), fixed when it is made and kept in its header.
+ *
+ * TT_QGEMM_REDUCE_RANGE: 7-bit activations, PyTorch's reduce_range=True. tt_qgemm_f32
+ * quantizes each row onto [0, 127] instead of [0, 255] (tt_qgemm_quantize_rows_ex's
+ * formula with qmax 127), and tt_qgemm_u8s8s32 refuses any activation above 127
+ * (TT_ERR_INVALID_ARGUMENT, nothing written), never a saturated result. Why: on AVX2
+ * without VNNI the 7-bit range makes vpmaddubsw exact (|a * w| <= 127 * 128, a pair at
+ * most 32512 < 32767), about 1.4x the multiply rate of the exact 8-bit scheme; it costs
+ * one bit of activation precision. Every kernel computes the same exact int32 on such a
+ * pack (the others are exact for any u8), so results do not depend on the ISA. */
+#define TT_QGEMM_REDUCE_RANGE 1
 
 /* Fused activations of tt_qgemm_f32. */
 typedef enum tt_qgemm_activation {
@@ -655,21 +670,42 @@ typedef enum tt_qgemm_activation {
  * (which one the build compiled); scalar under scalar. */
 TT_API int tt_qgemm_kernel_active(void);
 
-/* "scalar", "avx2", "avx512bw", "avx512_vnni", "neon", "neon_dot", "auto" or "unknown". */
+/* The kernel TT_QGEMM_AUTO means now for a pack with `flags` (TT_QGEMM_REDUCE_RANGE or
+ * 0): avx2_u7 under avx2 for a reduce_range pack, else tt_qgemm_kernel_active(). Unknown
+ * flag bits give TT_QGEMM_AUTO (0), which no pack has. */
+TT_API int tt_qgemm_kernel_for(int flags);
+
+/* "scalar", "avx2", "avx512bw", "avx512_vnni", "neon", "neon_dot", "avx2_u7", "auto" or
+ * "unknown". */
 TT_API const char *tt_qgemm_kernel_name(int kernel);
 
 /* 1 when a pack for `kernel` runs now (rules above), else 0 (also for AUTO and unknown). */
 TT_API int tt_qgemm_kernel_usable(int kernel);
 
 /* Bytes of a pack of a K x N weight for `kernel` (K <= TT_QGEMM_MAX_K, N >= 0). A kernel
- * this build lacks gives TT_ERR_UNSUPPORTED. */
+ * this build lacks gives TT_ERR_UNSUPPORTED; avx2_u7 (which needs TT_QGEMM_REDUCE_RANGE)
+ * gives TT_ERR_INVALID_ARGUMENT: use tt_qgemm_pack_size_ex. */
 TT_API tt_status tt_qgemm_pack_size(int64_t K, int64_t N, int kernel, int64_t *bytes);
+
+/* tt_qgemm_pack_size for a pack with `flags` (TT_QGEMM_REDUCE_RANGE or 0): TT_QGEMM_AUTO
+ * resolves as tt_qgemm_kernel_for(flags), so pair it with tt_qgemm_pack_ex of the same
+ * flags. avx2_u7 without TT_QGEMM_REDUCE_RANGE, and unknown flag bits, give
+ * TT_ERR_INVALID_ARGUMENT. */
+TT_API tt_status tt_qgemm_pack_size_ex(int64_t K, int64_t N, int kernel, int flags,
+                                       int64_t *bytes);
 
 /* Pack w (K x N row-major s8, ldw >= N) for `kernel` into packed: `bytes` bytes from
  * tt_qgemm_pack_size, 64-byte aligned, not overlapping w. Packing for a kernel that
  * cannot run on this machine is allowed (the GEMM calls then refuse the pack). */
 TT_API tt_status tt_qgemm_pack(int kernel, int64_t K, int64_t N, const int8_t *w, int64_t ldw,
                                void *packed, int64_t bytes);
+
+/* tt_qgemm_pack with `flags` stored in the pack (TT_QGEMM_REDUCE_RANGE or 0; tt_qgemm_pack
+ * is this with 0). TT_QGEMM_AUTO resolves as tt_qgemm_kernel_for(flags); `bytes` comes from
+ * tt_qgemm_pack_size_ex with the same kernel and flags. avx2_u7 without
+ * TT_QGEMM_REDUCE_RANGE, and unknown flag bits, give TT_ERR_INVALID_ARGUMENT. */
+TT_API tt_status tt_qgemm_pack_ex(int kernel, int flags, int64_t K, int64_t N, const int8_t *w,
+                                  int64_t ldw, void *packed, int64_t bytes);
 
 /* Dynamic asymmetric quantization of each row of x (M x K float32, ldx >= K), the one
  * tt_qgemm_f32 applies, in float32 with round half to even:
@@ -682,14 +718,25 @@ TT_API tt_status tt_qgemm_quantize_rows(int64_t M, int64_t K, const float *x, in
                                         uint8_t *q, int64_t ldq, float *scale,
                                         int32_t *zero_point);
 
+/* tt_qgemm_quantize_rows with `flags`: TT_QGEMM_REDUCE_RANGE quantizes onto [0, 127], the
+ * formula above with 127 in place of 255 in every step (scale = hi / 127 - lo / 127, zp and
+ * q clamped to [0, 127]): what tt_qgemm_f32 applies on a reduce_range pack. 0 is
+ * tt_qgemm_quantize_rows; unknown flag bits give TT_ERR_INVALID_ARGUMENT. */
+TT_API tt_status tt_qgemm_quantize_rows_ex(int64_t M, int64_t K, const float *x, int64_t ldx,
+                                           uint8_t *q, int64_t ldq, float *scale,
+                                           int32_t *zero_point, int flags);
+
 /* c = a @ w exactly in int32: a is M x K u8 (lda >= K), w the K x N weight of `packed`
- * (packed_bytes: the size of the caller's buffer), c M x N (ldc >= N). */
+ * (packed_bytes: the size of the caller's buffer), c M x N (ldc >= N). On a
+ * TT_QGEMM_REDUCE_RANGE pack an a above 127 gives TT_ERR_INVALID_ARGUMENT naming its row
+ * and column (c untouched). */
 TT_API tt_status tt_qgemm_u8s8s32(int64_t M, int64_t N, int64_t K, const uint8_t *a,
                                   int64_t lda, const void *packed, int64_t packed_bytes,
                                   int32_t *c, int64_t ldc);
 
 /* The quantized Linear layer in one call: each row of x (M x K float32, ldx >= K) is
- * quantized as tt_qgemm_quantize_rows does (scale sx[i], zero point zx[i]), multiplied
+ * quantized as tt_qgemm_quantize_rows_ex does with the pack's flags (scale sx[i], zero
+ * point zx[i]; [0, 127] on a TT_QGEMM_REDUCE_RANGE pack, else [0, 255]), multiplied
  * by the packed weight exactly, and
  *   pre[i][j] = float(sum_k (q[i][k] - zx[i]) w[k][j]) * (sx[i] * w_scale[j])
  *   y[i][j]   = pre + bias[j]                  (TT_QGEMM_ACT_NONE)

@@ -9,8 +9,10 @@
  * per ISA (quantization and epilogues).
  *
  * Pack layout (64-byte aligned, offsets from its start):
- *   [0, 128)            PackHeader: magic, version, kernel, K, N, geometry, total bytes,
- *                       and a check word over those fields
+ *   [0, 128)            PackHeader: magic, version, kernel, flags (TT_QGEMM_REDUCE_RANGE),
+ *                       K, N, geometry, total bytes, and a check word over those fields
+ *                       (flags took a reserved word that older packs hold as 0, so they
+ *                       still load as 8-bit packs)
  *   [128, +4 * Np)      colsum[j] = sum_k w[k][j] (int32), Np = n_panels * nr, 64-aligned
  *   then                n_panels panels of kgroups * nr * k_group bytes (qgemm_kernels.h)
  *
@@ -70,6 +72,7 @@ const QgemmKernel *kernel_by_id(int id) {
         case TT_QGEMM_SCALAR: return &kQgemmScalar;
 #if defined(TT_HAVE_AVX2_KERNELS)
         case TT_QGEMM_AVX2: return &kQgemmAvx2;
+        case TT_QGEMM_AVX2_U7: return &kQgemmAvx2U7;
 #endif
 #if defined(TT_HAVE_AVX512_KERNELS)
         case TT_QGEMM_AVX512BW: return &kQgemmAvx512bw;
@@ -94,12 +97,15 @@ bool usable(const QgemmKernel &k) {
     return k.id == TT_QGEMM_SCALAR || (k.isa == active_isa() && cpu_has_extras(k));
 }
 
-int active_kernel_id() {
+/* The kernel AUTO means for a pack with `flags`: on AVX2 the 7-bit range admits the
+ * vpmaddubsw kernel; every other ISA's kernel is exact for any u8 and keeps its kernel. */
+int kernel_for_flags(int flags) {
     switch (active_isa()) {
         case TT_ISA_AVX512:
             if (x86_extras().avx512_vnni) return TT_QGEMM_AVX512_VNNI;
             return x86_extras().avx512bw ? TT_QGEMM_AVX512BW : TT_QGEMM_SCALAR;
-        case TT_ISA_AVX2: return TT_QGEMM_AVX2;
+        case TT_ISA_AVX2:
+            return (flags & TT_QGEMM_REDUCE_RANGE) ? TT_QGEMM_AVX2_U7 : TT_QGEMM_AVX2;
 #if defined(TT_HAVE_NEON_KERNELS)
         case TT_ISA_NEON: return kQgemmNeon.id;
 #endif
@@ -117,7 +123,7 @@ constexpr int64_t kHeaderBytes = 128;
 
 struct PackHeader {
     uint32_t magic, version;
-    int32_t kernel, nr, k_group, reserved;
+    int32_t kernel, nr, k_group, flags;
     int64_t K, N, kgroups, n_panels, panel_bytes, colsum_offset, panels_offset, bytes;
     uint64_t check;
 };
@@ -143,11 +149,12 @@ void run_ranges(int64_t count, int64_t grain, int nt, Body body) {
 
 inline int64_t align64(int64_t n) { return (n + 63) & ~int64_t{63}; }
 
-PackHeader geometry(const QgemmKernel &k, int64_t K, int64_t N) {
+PackHeader geometry(const QgemmKernel &k, int flags, int64_t K, int64_t N) {
     PackHeader h{};
     h.magic = kPackMagic;
     h.version = kPackVersion;
     h.kernel = k.id;
+    h.flags = flags;
     h.nr = k.nr;
     h.k_group = k.k_group;
     h.K = K;
@@ -177,16 +184,38 @@ tt_status check_k_n(const char *fn, int64_t K, int64_t N) {
     return TT_OK;
 }
 
-tt_status resolve_kernel(const char *fn, int kernel, const QgemmKernel **out) {
-    if (kernel == TT_QGEMM_AUTO) kernel = active_kernel_id();
-    if (kernel < TT_QGEMM_SCALAR || kernel > TT_QGEMM_NEON_DOT)
+/* The largest activation a pack with `flags` admits. */
+inline int flags_qmax(int flags) { return (flags & TT_QGEMM_REDUCE_RANGE) ? 127 : 255; }
+
+/* A kernel that is exact only for 7-bit activations needs a pack that promises them. */
+tt_status check_kernel_flags(const char *fn, const QgemmKernel &k, int flags) {
+    if (k.qmax < flags_qmax(flags))
+        return fail(TT_ERR_INVALID_ARGUMENT,
+                    "%s: the %s kernel is exact only for activations <= %d and needs a "
+                    "TT_QGEMM_REDUCE_RANGE pack",
+                    fn, k.name, k.qmax);
+    return TT_OK;
+}
+
+tt_status check_flags(const char *fn, int flags) {
+    if (flags & ~TT_QGEMM_REDUCE_RANGE)
+        return fail(TT_ERR_INVALID_ARGUMENT,
+                    "%s: flags=%d has bits other than TT_QGEMM_REDUCE_RANGE", fn, flags);
+    return TT_OK;
+}
+
+tt_status resolve_kernel(const char *fn, int kernel, int flags, const QgemmKernel **out) {
+    tt_status st = check_flags(fn, flags);
+    if (st != TT_OK) return st;
+    if (kernel == TT_QGEMM_AUTO) kernel = kernel_for_flags(flags);
+    if (kernel < TT_QGEMM_SCALAR || kernel > TT_QGEMM_AVX2_U7)
         return fail(TT_ERR_INVALID_ARGUMENT, "%s: kernel=%d is not a tt_qgemm_kernel value", fn,
                     kernel);
     *out = kernel_by_id(kernel);
     if (*out == nullptr)
         return fail(TT_ERR_UNSUPPORTED, "%s: this build has no %s INT8 kernel", fn,
                     tt_qgemm_kernel_name(kernel));
-    return TT_OK;
+    return check_kernel_flags(fn, **out, flags);
 }
 
 /* The pack's header after every check a GEMM call makes; on failure a recorded error. */
@@ -215,11 +244,15 @@ tt_status check_pack(const char *fn, const void *packed, int64_t packed_bytes, i
     if (k == nullptr)
         return fail(TT_ERR_UNSUPPORTED, "%s: the pack is for the %s kernel, which this build lacks",
                     fn, tt_qgemm_kernel_name(h->kernel));
+    tt_status st = check_flags(fn, h->flags);
+    if (st == TT_OK) st = check_kernel_flags(fn, *k, h->flags);
+    if (st != TT_OK) return st;
     if (!usable(*k))
         return fail(TT_ERR_UNSUPPORTED,
                     "%s: the pack is for the %s kernel, which cannot run now (active ISA %s); "
-                    "repack for tt_qgemm_kernel_active() = %s",
-                    fn, k->name, tt_isa_name(active_isa()), tt_qgemm_kernel_name(active_kernel_id()));
+                    "repack for tt_qgemm_kernel_for(%d) = %s",
+                    fn, k->name, tt_isa_name(active_isa()), h->flags,
+                    tt_qgemm_kernel_name(kernel_for_flags(h->flags)));
     *out = h;
     *kernel = k;
     return TT_OK;
@@ -249,6 +282,13 @@ private:
 
 thread_local ScratchBuffer tls_a;
 thread_local ScratchBuffer tls_rows;
+
+/* The first column of the u8 row src[0..K) above qmax, or -1. */
+int64_t first_above(const uint8_t *src, int64_t K, int qmax) {
+    for (int64_t j = 0; j < K; ++j)
+        if (src[j] > qmax) return j;
+    return -1;
+}
 
 /* The caller's u8 row into the kernel's A layout (zero padded). */
 void copy_u8_row(const QgemmKernel &k, const uint8_t *src, int64_t K, int64_t kgroups,
@@ -359,58 +399,30 @@ int64_t quantize_rows(int64_t M, int64_t K, Quantize quantize) {
     return bad.load();
 }
 
-}  // namespace
-}  // namespace tt
-
-/* ------------------------------------------------------------------------ */
-/* Public entry points                                                      */
-/* ------------------------------------------------------------------------ */
-
-extern "C" {
-
-TT_API int tt_qgemm_kernel_active(void) { return tt::active_kernel_id(); }
-
-TT_API const char *tt_qgemm_kernel_name(int kernel) {
-    switch (kernel) {
-        case TT_QGEMM_AUTO: return "auto";
-        case TT_QGEMM_SCALAR: return "scalar";
-        case TT_QGEMM_AVX2: return "avx2";
-        case TT_QGEMM_AVX512BW: return "avx512bw";
-        case TT_QGEMM_AVX512_VNNI: return "avx512_vnni";
-        case TT_QGEMM_NEON: return "neon";
-        case TT_QGEMM_NEON_DOT: return "neon_dot";
-    }
-    return "unknown";
-}
-
-TT_API int tt_qgemm_kernel_usable(int kernel) {
-    const tt::QgemmKernel *k = tt::kernel_by_id(kernel);
-    return k != nullptr && tt::usable(*k) ? 1 : 0;
-}
-
-TT_API tt_status tt_qgemm_pack_size(int64_t K, int64_t N, int kernel, int64_t *bytes) {
-    static const char *kFn = "tt_qgemm_pack_size";
-    TT_CHECK_NOT_NULL(kFn, bytes);
-    tt_status st = tt::check_k_n(kFn, K, N);
+/* The bodies of the public pack and quantize calls, each shared by its plain form and its
+ * _ex form (flags 0 and the caller's flags). */
+tt_status pack_size_impl(const char *fn, int64_t K, int64_t N, int kernel, int flags,
+                         int64_t *bytes) {
+    TT_CHECK_NOT_NULL(fn, bytes);
+    tt_status st = tt::check_k_n(fn, K, N);
     const tt::QgemmKernel *k = nullptr;
-    if (st == TT_OK) st = tt::resolve_kernel(kFn, kernel, &k);
+    if (st == TT_OK) st = tt::resolve_kernel(fn, kernel, flags, &k);
     if (st != TT_OK) return st;
-    *bytes = tt::geometry(*k, K, N).bytes;
+    *bytes = tt::geometry(*k, flags, K, N).bytes;
     return TT_OK;
 }
 
-TT_API tt_status tt_qgemm_pack(int kernel, int64_t K, int64_t N, const int8_t *w, int64_t ldw,
-                               void *packed, int64_t bytes) {
-    static const char *kFn = "tt_qgemm_pack";
+tt_status pack_impl(const char *kFn, int kernel, int flags, int64_t K, int64_t N,
+                    const int8_t *w, int64_t ldw, void *packed, int64_t bytes) {
     tt_status st = tt::check_k_n(kFn, K, N);
     const tt::QgemmKernel *k = nullptr;
-    if (st == TT_OK) st = tt::resolve_kernel(kFn, kernel, &k);
+    if (st == TT_OK) st = tt::resolve_kernel(kFn, kernel, flags, &k);
     if (st == TT_OK) st = tt::check_matrix(kFn, "w", w, K, N, ldw, "ldw");
     if (st != TT_OK) return st;
     TT_CHECK_NOT_NULL(kFn, packed);
     if (reinterpret_cast<uintptr_t>(packed) % 64 != 0)
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: packed must be 64-byte aligned", kFn);
-    const tt::PackHeader h = tt::geometry(*k, K, N);
+    const tt::PackHeader h = tt::geometry(*k, flags, K, N);
     if (bytes < h.bytes)
         return tt::fail(TT_ERR_INVALID_ARGUMENT,
                         "%s: bytes=%lld is smaller than the %lld bytes of tt_qgemm_pack_size", kFn,
@@ -437,28 +449,98 @@ TT_API tt_status tt_qgemm_pack(int kernel, int64_t K, int64_t N, const int8_t *w
     return TT_OK;
 }
 
-TT_API tt_status tt_qgemm_quantize_rows(int64_t M, int64_t K, const float *x, int64_t ldx,
-                                        uint8_t *q, int64_t ldq, float *scale,
-                                        int32_t *zero_point) {
-    static const char *kFn = "tt_qgemm_quantize_rows";
+tt_status quantize_rows_impl(const char *kFn, int64_t M, int64_t K, const float *x,
+                             int64_t ldx, uint8_t *q, int64_t ldq, float *scale,
+                             int32_t *zero_point, int flags) {
+    const int qmax = flags_qmax(flags);
     if (M < 0 || K < 0)
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: M=%lld and K=%lld must be >= 0", kFn,
                         (long long)M, (long long)K);
-    tt_status st = tt::check_matrix(kFn, "x", x, M, K, ldx, "ldx");
+    tt_status st = check_flags(kFn, flags);
+    if (st == TT_OK) st = tt::check_matrix(kFn, "x", x, M, K, ldx, "ldx");
     if (st == TT_OK) st = tt::check_matrix(kFn, "q", q, M, K, ldq, "ldq");
     if (st != TT_OK) return st;
     if (M > 0 && (scale == nullptr || zero_point == nullptr))
         return tt::fail(TT_ERR_NULL_POINTER, "%s: scale and zero_point must hold M=%lld values",
                         kFn, (long long)M);
-    const int64_t bad = tt::quantize_rows(M, K, [&](int64_t i) {
-        return tt::qrows::quantize_row<tt::qrows::ALayout::U8>(x + i * ldx, K, K, q + i * ldq,
-                                                              scale + i, zero_point + i);
+    const int64_t bad = quantize_rows(M, K, [&](int64_t i) {
+        return tt::qrows::quantize_row<tt::qrows::ALayout::U8>(x + i * ldx, K, K, qmax,
+                                                              q + i * ldq, scale + i,
+                                                              zero_point + i);
     });
     tt::set_kernel_path("qgemm_quantize_rows");
     if (bad >= 0)
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "%s: row %lld of x holds inf or NaN", kFn,
                         (long long)bad);
     return TT_OK;
+}
+}  // namespace
+}  // namespace tt
+
+/* ------------------------------------------------------------------------ */
+/* Public entry points                                                      */
+/* ------------------------------------------------------------------------ */
+
+extern "C" {
+
+TT_API int tt_qgemm_kernel_active(void) { return tt::kernel_for_flags(0); }
+
+TT_API int tt_qgemm_kernel_for(int flags) {
+    if (flags & ~TT_QGEMM_REDUCE_RANGE) return TT_QGEMM_AUTO;
+    return tt::kernel_for_flags(flags);
+}
+
+TT_API const char *tt_qgemm_kernel_name(int kernel) {
+    switch (kernel) {
+        case TT_QGEMM_AUTO: return "auto";
+        case TT_QGEMM_SCALAR: return "scalar";
+        case TT_QGEMM_AVX2: return "avx2";
+        case TT_QGEMM_AVX512BW: return "avx512bw";
+        case TT_QGEMM_AVX512_VNNI: return "avx512_vnni";
+        case TT_QGEMM_NEON: return "neon";
+        case TT_QGEMM_NEON_DOT: return "neon_dot";
+        case TT_QGEMM_AVX2_U7: return "avx2_u7";
+    }
+    return "unknown";
+}
+
+TT_API int tt_qgemm_kernel_usable(int kernel) {
+    const tt::QgemmKernel *k = tt::kernel_by_id(kernel);
+    return k != nullptr && tt::usable(*k) ? 1 : 0;
+}
+
+
+TT_API tt_status tt_qgemm_pack_size(int64_t K, int64_t N, int kernel, int64_t *bytes) {
+    return tt::pack_size_impl("tt_qgemm_pack_size", K, N, kernel, 0, bytes);
+}
+
+TT_API tt_status tt_qgemm_pack_size_ex(int64_t K, int64_t N, int kernel, int flags,
+                                       int64_t *bytes) {
+    return tt::pack_size_impl("tt_qgemm_pack_size_ex", K, N, kernel, flags, bytes);
+}
+
+TT_API tt_status tt_qgemm_pack(int kernel, int64_t K, int64_t N, const int8_t *w, int64_t ldw,
+                               void *packed, int64_t bytes) {
+    return tt::pack_impl("tt_qgemm_pack", kernel, 0, K, N, w, ldw, packed, bytes);
+}
+
+TT_API tt_status tt_qgemm_pack_ex(int kernel, int flags, int64_t K, int64_t N, const int8_t *w,
+                                  int64_t ldw, void *packed, int64_t bytes) {
+    return tt::pack_impl("tt_qgemm_pack_ex", kernel, flags, K, N, w, ldw, packed, bytes);
+}
+
+TT_API tt_status tt_qgemm_quantize_rows(int64_t M, int64_t K, const float *x, int64_t ldx,
+                                        uint8_t *q, int64_t ldq, float *scale,
+                                        int32_t *zero_point) {
+    return tt::quantize_rows_impl("tt_qgemm_quantize_rows", M, K, x, ldx, q, ldq, scale,
+                                  zero_point, 0);
+}
+
+TT_API tt_status tt_qgemm_quantize_rows_ex(int64_t M, int64_t K, const float *x, int64_t ldx,
+                                           uint8_t *q, int64_t ldq, float *scale,
+                                           int32_t *zero_point, int flags) {
+    return tt::quantize_rows_impl("tt_qgemm_quantize_rows_ex", M, K, x, ldx, q, ldq, scale,
+                                  zero_point, flags);
 }
 
 TT_API tt_status tt_qgemm_u8s8s32(int64_t M, int64_t N, int64_t K, const uint8_t *a,
@@ -473,6 +555,15 @@ TT_API tt_status tt_qgemm_u8s8s32(int64_t M, int64_t N, int64_t K, const uint8_t
     const tt::QgemmKernel *k = nullptr;
     if (st == TT_OK) st = tt::check_pack(kFn, packed, packed_bytes, K, N, &h, &k);
     if (st != TT_OK) return st;
+    const int qmax = tt::flags_qmax(h->flags);
+    for (int64_t i = 0; qmax < 255 && i < M; ++i) {
+        const int64_t j = tt::first_above(a + i * lda, K, qmax);
+        if (j >= 0)
+            return tt::fail(TT_ERR_INVALID_ARGUMENT,
+                            "%s: a[%lld][%lld] = %d is above %d, the largest activation of a "
+                            "TT_QGEMM_REDUCE_RANGE pack",
+                            kFn, (long long)i, (long long)j, (int)a[i * lda + j], qmax);
+    }
     tt::set_kernel_path(k->path);
     if (M == 0 || N == 0) return TT_OK;
     const int64_t a_stride = h->kgroups * 4;
@@ -520,9 +611,11 @@ TT_API tt_status tt_qgemm_f32(int64_t M, int64_t N, int64_t K, const float *x, i
     if (prepared == nullptr || rows == nullptr) return tt::out_of_memory(kFn, M, K);
     int32_t *z = reinterpret_cast<int32_t *>(rows);
     float *sx = reinterpret_cast<float *>(rows + M * 4);
+    const int qmax = tt::flags_qmax(h->flags);
     const int64_t bad = tt::quantize_rows(M, K, [&](int64_t i) {
         int32_t zp = 0;
-        const bool ok = k->quantize_row(x + i * ldx, K, h->kgroups, prepared + i * a_stride, sx + i, &zp);
+        const bool ok = k->quantize_row(x + i * ldx, K, h->kgroups, qmax, prepared + i * a_stride,
+                                        sx + i, &zp);
         z[i] = zp - k->a_shift;
         return ok;
     });

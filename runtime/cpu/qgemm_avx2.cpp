@@ -65,7 +65,7 @@ void qgemm_ukernel_avx2(int64_t kgroups, const uint8_t *a, int64_t a_stride, int
 
 namespace tt {
 const QgemmKernel kQgemmAvx2 = {
-    TT_QGEMM_AVX2, "avx2", "qgemm:avx2", TT_ISA_AVX2, MR, NR, G, 0,
+    TT_QGEMM_AVX2, "avx2", "qgemm:avx2", TT_ISA_AVX2, MR, NR, G, 0, 255,
     qgemm_ukernel_avx2,
     qrows::quantize_row_fn<qrows::ALayout::U16, G>,
     qrows::epilogue_f32<&kGeluAvx2>,

@@ -32,7 +32,7 @@ struct VnniStep {
 namespace tt {
 const QgemmKernel kQgemmAvx512Vnni = {
     TT_QGEMM_AVX512_VNNI, "avx512_vnni", "qgemm:avx512_vnni", TT_ISA_AVX512, kQtileMR, kQtileNR,
-    VnniStep::G, 0, qtile_ukernel<VnniStep>,
+    VnniStep::G, 0, 255, qtile_ukernel<VnniStep>,
     qrows::quantize_row_fn<qrows::ALayout::U8, VnniStep::G>,
     qrows::epilogue_f32<&kGeluAvx512>,
     qrows::epilogue_i32};

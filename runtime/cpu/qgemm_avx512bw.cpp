@@ -38,7 +38,7 @@ struct MaddStep {
 namespace tt {
 const QgemmKernel kQgemmAvx512bw = {
     TT_QGEMM_AVX512BW, "avx512bw", "qgemm:avx512bw", TT_ISA_AVX512, kQtileMR, kQtileNR,
-    MaddStep::G, 0, qtile_ukernel<MaddStep>,
+    MaddStep::G, 0, 255, qtile_ukernel<MaddStep>,
     qrows::quantize_row_fn<qrows::ALayout::U16, MaddStep::G>,
     qrows::epilogue_f32<&kGeluAvx512>,
     qrows::epilogue_i32};

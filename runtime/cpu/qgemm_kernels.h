@@ -14,7 +14,14 @@
  *   avx512bw,    u8 widened to u16, s8 sign-extended to s16 (vpmovsxbw), then vpmaddwd:
  *   avx2         two 16 x 16-bit products summed into an int32 lane. Each product fits in
  *                17 bits and the pair in 18, so nothing saturates (vpmaddubsw, whose u8 x s8
- *                pair sum saturates at 16 bits, 2 * 255 * 127 = 64770 > 32767, is not used).
+ *                pair sum saturates at 16 bits, 2 * 255 * 127 = 64770 > 32767, is not used
+ *                for 8-bit activations).
+ *   avx2_u7      TT_QGEMM_REDUCE_RANGE packs only, so a <= 127: vpmaddubsw forms u8 x s8
+ *                products and adds pairs into s16 with saturation, but |a * w| <= 127 * 128
+ *                = 16256 and a pair <= 32512 < 32767, so it never saturates; vpmaddwd by
+ *                ones then sums the two pairs of a lane into int32 (exact) and vpaddd
+ *                accumulates (K bound: 127 * 128 < 255 * 128). The driver refuses a > 127
+ *                on such packs and the pack call refuses this kernel without the flag.
  *   neon_dot     sdot: 4 s8 x s8 products summed into an int32 lane; activations are stored
  *                shifted (a - 128 in s8) and the driver adds 128 * colsum[j] back.
  *   neon         u8 and s8 widened to s16, vmlal_s16 into int32 lanes.
@@ -44,11 +51,12 @@ namespace tt {
 using QgemmMicroKernelFn = void (*)(int64_t kgroups, const uint8_t *a, int64_t a_stride,
                                     int rows, const int8_t *b_panel, int32_t *acc);
 
-/* Prepares one activation row for the kernel: quantizes the float row x[0..K) (see
- * tt_qgemm_quantize_rows for the formula) into dst (kgroups * 4 bytes, in the kernel's
- * A layout) and returns its scale and zero point; false when x holds inf or NaN. */
-using QgemmQuantizeRowFn = bool (*)(const float *x, int64_t K, int64_t kgroups, uint8_t *dst,
-                                    float *scale, int32_t *zero_point);
+/* Prepares one activation row for the kernel: quantizes the float row x[0..K) onto
+ * [0, qmax] (255, or 127 for a TT_QGEMM_REDUCE_RANGE pack; see tt_qgemm_quantize_rows_ex
+ * for the formula) into dst (kgroups * 4 bytes, in the kernel's A layout) and returns its
+ * scale and zero point; false when x holds inf or NaN. */
+using QgemmQuantizeRowFn = bool (*)(const float *x, int64_t K, int64_t kgroups, int qmax,
+                                    uint8_t *dst, float *scale, int32_t *zero_point);
 
 /* The float epilogue of one tile (rows x cols of acc, row stride nr), per row i and
  * column j < cols:
@@ -74,6 +82,8 @@ struct QgemmKernel {
     int mr, nr;           /* the register tile                                  */
     int k_group;          /* k per group: 4 (u8 / s8 A) or 2 (u16 A)            */
     int a_shift;          /* 128: A stored as a - 128 (s8), else 0              */
+    int qmax;             /* 127: 7-bit activations only (reduce_range packs);
+                             255: any u8                                        */
     QgemmMicroKernelFn fn;
     QgemmQuantizeRowFn quantize_row;
     QgemmEpilogueF32Fn epilogue_f32;
@@ -98,6 +108,7 @@ constexpr int kQgemmMaxNR = 64;
 extern const QgemmKernel kQgemmScalar;
 #if defined(TT_HAVE_AVX2_KERNELS)
 extern const QgemmKernel kQgemmAvx2;
+extern const QgemmKernel kQgemmAvx2U7;
 #endif
 #if defined(TT_HAVE_AVX512_KERNELS)
 extern const QgemmKernel kQgemmAvx512bw;

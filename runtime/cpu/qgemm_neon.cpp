@@ -87,7 +87,7 @@ void qgemm_ukernel_neon(int64_t kgroups, const uint8_t *a, int64_t a_stride, int
 }  // namespace
 
 namespace tt {
-const QgemmKernel kQgemmNeon = {kId, kName, kPath, TT_ISA_NEON, MR, NR, G, kShift,
+const QgemmKernel kQgemmNeon = {kId, kName, kPath, TT_ISA_NEON, MR, NR, G, kShift, 255,
                                 qgemm_ukernel_neon, qrows::quantize_row_fn<kLayout, G>,
                                 qrows::epilogue_f32<&kGeluNeon>, qrows::epilogue_i32};
 }  // namespace tt

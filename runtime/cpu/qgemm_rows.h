@@ -10,13 +10,14 @@
  *
  * Every instance computes the same float32 operations in the same order, so the
  * quantized activations are identical on every ISA (and in the NumPy fallback,
- * backends/numpy_fallback.py quantize_rows, which mirrors them step by step):
+ * backends/reference quantize_rows, which mirrors them step by step). With qmax = 255
+ * (8-bit activations) or 127 (7-bit: TT_QGEMM_REDUCE_RANGE packs), one formula:
  *
  *   lo = min(0, min_k x),  hi = max(0, max_k x)
- *   scale = hi / 255 - lo / 255        (never overflows; 1 when the row is all zero)
+ *   scale = hi / qmax - lo / qmax      (never overflows; 1 when the row is all zero)
  *   inv = 1 / scale
- *   zp = clamp(rne(-lo * inv), 0, 255)
- *   q[k] = clamp(rne(x[k] * inv) + zp, 0, 255)
+ *   zp = clamp(rne(-lo * inv), 0, qmax)
+ *   q[k] = clamp(rne(x[k] * inv) + zp, 0, qmax)
  *
  * rne (round half to even) is (v + 1.5 * 2^23) - 1.5 * 2^23, exact for |v| < 2^22 (here
  * |v| <= 256): the sum lands where float spacing is 1, so the hardware's round-to-nearest-
@@ -50,11 +51,11 @@ constexpr float kRoundMagic = 12582912.0f; /* 1.5 * 2^23 */
 
 inline float rne(float v) { return (v + kRoundMagic) - kRoundMagic; }
 
-/* clamp(rne(v * inv) + zf, 0, 255) on one value. */
-inline float quantize_value(float v, float inv, float zf) {
+/* clamp(rne(v * inv) + zf, 0, top) on one value. */
+inline float quantize_value(float v, float inv, float zf, float top) {
     float q = rne(v * inv) + zf;
     q = q < 0.0f ? 0.0f : q;
-    return q > 255.0f ? 255.0f : q;
+    return q > top ? top : q;
 }
 
 template <ALayout L>
@@ -72,7 +73,7 @@ inline void store_q(uint8_t *dst, int64_t j, int32_t qi) {
  *   load store zero set1 add sub mul   float32 lane operations
  *   min(v, l) max(v, h)                the hardware min / max (x86: the second operand when
  *                                      either is NaN; NaN is caught by the x * 0 sum anyway)
- *   to_i32 (truncating) xor_i32        float -> int32 (the values are whole, 0..255), qi ^ c
+ *   to_i32 (truncating) xor_i32        float -> int32 (the values are whole, 0..qmax), qi ^ c
  *   store_u8 store_u16                 W int32 lanes in 0..255 stored as W bytes / W u16
  *
  * Each loop returns how many elements it did (a multiple of W; 0 where there is no V). */
@@ -99,11 +100,12 @@ inline int64_t minmax_vec(const float *x, int64_t K, float *lo, float *hi, float
 }
 
 template <class V, ALayout L>
-inline int64_t quantize_vec(const float *x, int64_t K, float inv, float zf, uint8_t *dst) {
+inline int64_t quantize_vec(const float *x, int64_t K, float inv, float zf, float qmax,
+                            uint8_t *dst) {
     using R = typename V::R;
     constexpr int64_t W = V::W;
     const R vinv = V::set1(inv), vz = V::set1(zf), magic = V::set1(kRoundMagic);
-    const R zero = V::zero(), top = V::set1(255.0f);
+    const R zero = V::zero(), top = V::set1(qmax);
     int64_t j = 0;
     for (; j + W <= K; j += W) {
         R q = V::mul(V::load(x + j), vinv);
@@ -176,19 +178,24 @@ inline int64_t minmax_lanes(const float *x, int64_t K, float *lo, float *hi, flo
     return minmax_vec<RowLanes>(x, K, lo, hi, bad);
 }
 template <ALayout L>
-inline int64_t quantize_lanes(const float *x, int64_t K, float inv, float zf, uint8_t *dst) {
-    return quantize_vec<RowLanes, L>(x, K, inv, zf, dst);
+inline int64_t quantize_lanes(const float *x, int64_t K, float inv, float zf, float qmax,
+                              uint8_t *dst) {
+    return quantize_vec<RowLanes, L>(x, K, inv, zf, qmax, dst);
 }
 #else /* no vector type for this ISA: the scalar loops do the whole row */
 inline int64_t minmax_lanes(const float *, int64_t, float *, float *, float *) { return 0; }
 template <ALayout L>
-inline int64_t quantize_lanes(const float *, int64_t, float, float, uint8_t *) { return 0; }
+inline int64_t quantize_lanes(const float *, int64_t, float, float, float, uint8_t *) {
+    return 0;
+}
 #endif
 
-/* Quantizes x[0..K) into dst (padded elements past K are 0); false when x is not finite. */
+/* Quantizes x[0..K) onto [0, qmax] (255 or 127) into dst (padded elements past K are 0);
+ * false when x is not finite. */
 template <ALayout L>
-inline bool quantize_row(const float *x, int64_t K, int64_t padded, uint8_t *dst, float *scale,
-                         int32_t *zero_point) {
+inline bool quantize_row(const float *x, int64_t K, int64_t padded, int qmax, uint8_t *dst,
+                         float *scale, int32_t *zero_point) {
+    const float top = (float)qmax;
     float lo = 0.0f, hi = 0.0f, bad = 0.0f;
     for (int64_t k = minmax_lanes(x, K, &lo, &hi, &bad); k < K; ++k) {
         const float v = x[k];
@@ -197,13 +204,13 @@ inline bool quantize_row(const float *x, int64_t K, int64_t padded, uint8_t *dst
         bad += v * 0.0f;
     }
     if (bad != 0.0f) return false; /* NaN: some x was inf or NaN */
-    float s = hi / 255.0f - lo / 255.0f;
+    float s = hi / top - lo / top;
     if (!(s > 0.0f)) s = 1.0f;
     const float inv = 1.0f / s;
     float zf = rne(-lo * inv);
-    zf = zf < 0.0f ? 0.0f : (zf > 255.0f ? 255.0f : zf);
-    for (int64_t j = quantize_lanes<L>(x, K, inv, zf, dst); j < K; ++j)
-        store_q<L>(dst, j, (int32_t)quantize_value(x[j], inv, zf));
+    zf = zf < 0.0f ? 0.0f : (zf > top ? top : zf);
+    for (int64_t j = quantize_lanes<L>(x, K, inv, zf, top, dst); j < K; ++j)
+        store_q<L>(dst, j, (int32_t)quantize_value(x[j], inv, zf, top));
     const int64_t elem = (L == ALayout::U16) ? 2 : 1;
     std::memset(dst + K * elem, 0, (size_t)((padded - K) * elem));
     *scale = s;
@@ -213,9 +220,9 @@ inline bool quantize_row(const float *x, int64_t K, int64_t padded, uint8_t *dst
 
 /* QgemmQuantizeRowFn for a kernel with k_group G. */
 template <ALayout L, int G>
-bool quantize_row_fn(const float *x, int64_t K, int64_t kgroups, uint8_t *dst, float *scale,
-                     int32_t *zero_point) {
-    return quantize_row<L>(x, K, kgroups * G, dst, scale, zero_point);
+bool quantize_row_fn(const float *x, int64_t K, int64_t kgroups, int qmax, uint8_t *dst,
+                     float *scale, int32_t *zero_point) {
+    return quantize_row<L>(x, K, kgroups * G, qmax, dst, scale, zero_point);
 }
 
 /* QgemmEpilogueF32Fn (contract in qgemm_kernels.h); Gelu is the ISA's GELU row kernel,

@@ -35,7 +35,7 @@ void qgemm_ukernel_scalar(int64_t kgroups, const uint8_t *a, int64_t a_stride, i
 
 namespace tt {
 const QgemmKernel kQgemmScalar = {
-    TT_QGEMM_SCALAR, "scalar", "qgemm:scalar", TT_ISA_SCALAR, MR, NR, G, 0,
+    TT_QGEMM_SCALAR, "scalar", "qgemm:scalar", TT_ISA_SCALAR, MR, NR, G, 0, 255,
     qgemm_ukernel_scalar,
     qrows::quantize_row_fn<qrows::ALayout::U8, G>,
     qrows::epilogue_f32<&kGeluScalar>,

@@ -48,6 +48,7 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/train_ops_avx2.cpp
     ${TT_CPU_DIR}/train_ops_avx512.cpp
     ${TT_CPU_DIR}/qgemm_avx2.cpp
+    ${TT_CPU_DIR}/qgemm_avx2_u7.cpp
     ${TT_CPU_DIR}/qgemm_avx512bw.cpp
     ${TT_CPU_DIR}/qgemm_avx512_vnni.cpp
     ${TT_CPU_DIR}/half_f16c.cpp
@@ -66,6 +67,7 @@ if(TT_ARCH_X86)
     ${TT_CPU_DIR}/rownorm_avx2.cpp
     ${TT_CPU_DIR}/train_ops_avx2.cpp
     ${TT_CPU_DIR}/qgemm_avx2.cpp
+    ${TT_CPU_DIR}/qgemm_avx2_u7.cpp
     PROPERTIES COMPILE_OPTIONS "${TT_AVX2_FLAGS}")
   set_source_files_properties(
     ${TT_CPU_DIR}/gemm_avx512.cpp
@@ -104,7 +106,8 @@ endif()
 # -Wno-maybe-uninitialized: GCC 12 flags its own AVX-512 conversion intrinsics.)
 if(NOT MSVC)
   set_property(SOURCE ${TT_CPU_DIR}/qgemm.cpp ${TT_CPU_DIR}/qgemm_scalar.cpp
-               ${TT_CPU_DIR}/qgemm_avx2.cpp ${TT_CPU_DIR}/qgemm_avx512bw.cpp
+               ${TT_CPU_DIR}/qgemm_avx2.cpp ${TT_CPU_DIR}/qgemm_avx2_u7.cpp
+               ${TT_CPU_DIR}/qgemm_avx512bw.cpp
                ${TT_CPU_DIR}/qgemm_avx512_vnni.cpp ${TT_CPU_DIR}/qgemm_neon.cpp
                APPEND PROPERTY COMPILE_OPTIONS -ffp-contract=off -Wno-psabi -Wno-maybe-uninitialized)
 endif()
