@@ -165,6 +165,10 @@ OPTIONAL_PROTOTYPES.update({
 QGEMM_SYMBOLS = ("tt_qgemm_kernel_active", "tt_qgemm_kernel_name", "tt_qgemm_kernel_usable",
                  "tt_qgemm_pack_size", "tt_qgemm_pack", "tt_qgemm_quantize_rows",
                  "tt_qgemm_u8s8s32", "tt_qgemm_f32")
+# The reduce_range calls (7-bit activations) came later: a library without them still serves
+# the 8-bit calls, and quantization.py refuses reduce_range=True on it, saying why.
+QGEMM_REDUCE_RANGE_SYMBOLS = ("tt_qgemm_kernel_for", "tt_qgemm_pack_size_ex", "tt_qgemm_pack_ex",
+                              "tt_qgemm_quantize_rows_ex")
 OPTIONAL_PROTOTYPES.update({
     "tt_qgemm_kernel_active": (c_int, []),
     "tt_qgemm_kernel_name": (c_char_p, [c_int]),
@@ -177,6 +181,11 @@ OPTIONAL_PROTOTYPES.update({
                                    _ptr, c_int64]),
     "tt_qgemm_f32": (_status, [c_int64, c_int64, c_int64, _ptr, c_int64, _ptr, c_int64, _ptr,
                                _ptr, c_int, _ptr, c_int64]),
+    "tt_qgemm_kernel_for": (c_int, [c_int]),
+    "tt_qgemm_pack_size_ex": (_status, [c_int64, c_int64, c_int, c_int, _ptr]),
+    "tt_qgemm_pack_ex": (_status, [c_int, c_int, c_int64, c_int64, _ptr, c_int64, _ptr, c_int64]),
+    "tt_qgemm_quantize_rows_ex": (_status, [c_int64, c_int64, _ptr, c_int64, _ptr, c_int64, _ptr,
+                                            _ptr, c_int]),
 })
 
 # The fusion executor (runtime/fusion/README.md): optional, so a library built before it
@@ -461,6 +470,11 @@ def has_fusion() -> bool:
 def has_qgemm() -> bool:
     """True when the loaded library exports every tt_qgemm_* function."""
     return lib is not None and all(getattr(lib, n, None) is not None for n in QGEMM_SYMBOLS)
+
+
+def has_qgemm_reduce_range() -> bool:
+    """True when the loaded library also exports the reduce_range (7-bit) tt_qgemm_* calls."""
+    return has_qgemm() and all(getattr(lib, n, None) is not None for n in QGEMM_REDUCE_RANGE_SYMBOLS)
 
 
 class FusedKernel:

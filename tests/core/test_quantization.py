@@ -9,7 +9,7 @@ from tinytorch.core.losses import cross_entropy
 from tinytorch.core.optimizers import Adam
 from tinytorch.core.quantization import (QuantizedLinear, compute_qparams, dequantize, model_size_bytes,
                                          quantization_error, quantize, quantize_int8, quantize_model,
-                                         size_report)
+                                         quantize_rows, size_report)
 from tinytorch.core.random import manual_seed
 from tinytorch.core.tensor import Tensor
 from tinytorch.data import digits_split
@@ -133,6 +133,30 @@ def test_quantized_linear_integer_path_is_exact(rng, shape, per_channel):
     assert ql.parameters() == []  # nothing trainable
 
 
+@pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7), (1, 7)])
+def test_quantized_linear_reduce_range_is_exact_on_7_bit_inputs(rng, shape):
+    lin = Linear(7, 4)
+    ql = QuantizedLinear.from_linear(lin, reduce_range=True)
+    ql8 = QuantizedLinear.from_linear(lin)
+    assert ql.reduce_range and not ql8.reduce_range  # the default keeps 8 bits
+    x = rng.standard_normal(shape).astype(np.float32)
+    x2 = x.reshape(-1, 7)
+    xq = ql.quantize_input(x2)
+    assert xq.q.max() <= 127 and xq.zero_point.max() <= 127
+    np.testing.assert_array_equal(ql8.quantize_input(x2).q, quantize_rows(x2).q)
+    acc = ql.int_matmul(xq.q, xq.zero_point)
+    exact = (xq.q.astype(np.int64) - xq.zero_point[:, None]) @ ql.weight_q.astype(np.int64)
+    np.testing.assert_array_equal(acc, exact)
+    ref = xq.dequantize().astype(np.float64) @ ql.dequantized_weight().astype(np.float64) + lin.bias.data
+    out = ql(Tensor(x))
+    np.testing.assert_allclose(out.data.reshape(-1, 4), ref, rtol=1e-5, atol=1e-5)
+    # half the activation resolution, still close to the float layer
+    float_out = lin(Tensor(x)).data
+    assert np.max(np.abs(out.data - float_out)) < 0.05 * np.abs(float_out).max() + 1e-3
+    with pytest.raises(ValueError, match="above 127"):
+        ql.int_matmul(np.full((1, 7), 200, np.uint8), [0])
+
+
 def test_quantized_linear_bad_input():
     ql = QuantizedLinear.from_linear(Linear(3, 2))
     with pytest.raises(ValueError, match=r"expected \[..., 3\]"):
@@ -179,3 +203,12 @@ def test_quantized_trained_model_error_and_size():
     assert report["quantized_bytes"] == w_bytes // 4 + 2 * (64 + 10) * 4
     assert report["reduction"] > 3.3
     assert model_size_bytes(qmodel) == report["quantized_bytes"]
+    # 7-bit activations (PyTorch's reduce_range) cost little accuracy on the same model
+    rmodel = copy.deepcopy(model)
+    assert quantize_model(rmodel, reduce_range=True) == ["0", "2"]
+    r_logits = rmodel(Tensor(x_te)).data
+    r_acc = np.mean(r_logits.argmax(1) == y_te)
+    r_err = quantization_error(float_logits, r_logits)
+    print(f"reduce_range: int8 acc {r_acc:.4f}, logit SQNR {r_err['sqnr_db']:.1f} dB")
+    assert r_acc >= float_acc - 0.02
+    assert r_err["sqnr_db"] > 20

@@ -227,3 +227,202 @@ def test_quantize_model_runs_native_and_bad_input_raises():
         model[0](np.ones((2, 20), np.int32))
     with pytest.raises(ValueError, match="activation"):
         QuantizedLinear.from_linear(Linear(2, 2), activation="tanh")
+
+
+# --------------------------------------------------------------------------------------
+# reduce_range: 7-bit activations (TT_QGEMM_REDUCE_RANGE packs; avx2_u7 on AVX2)
+# --------------------------------------------------------------------------------------
+
+REDUCE_RANGE = 1  # TT_QGEMM_REDUCE_RANGE
+AVX2_U7 = 7       # TT_QGEMM_AVX2_U7
+RR_SHAPES = SHAPES + [(0, 0, 0), (2, 3, 4099), (257, 5, 3), (3, 31, 1021)]  # + tall-skinny, prime K
+
+
+def rr_kernel() -> str:
+    lib = _native.lib
+    return lib.tt_qgemm_kernel_name(lib.tt_qgemm_kernel_for(REDUCE_RANGE)).decode()
+
+
+def _pack_raw_ex(kernel: int, flags: int, w: np.ndarray):
+    lib = _native.lib
+    size = ctypes.c_int64()
+    st = lib.tt_qgemm_pack_size_ex(w.shape[0], w.shape[1], kernel, flags, ctypes.byref(size))
+    assert st == 0, lib.tt_last_error()
+    buf = np.empty(size.value + 64, np.uint8)
+    off = (-buf.ctypes.data) % 64
+    st = lib.tt_qgemm_pack_ex(kernel, flags, w.shape[0], w.shape[1], w.ctypes.data,
+                              max(w.shape[1], 1), buf.ctypes.data + off, size.value)
+    assert st == 0, lib.tt_last_error()
+    return buf, buf.ctypes.data + off, size.value
+
+
+def test_reduce_range_picks_avx2_u7_on_avx2():
+    assert _native.has_qgemm_reduce_range()
+    want = "avx2_u7" if native.isa() == "avx2" else active_kernel()
+    assert rr_kernel() == want
+    assert acc.quantized_path(reduce_range=True) == (True, "qgemm:" + want)
+
+
+@pytest.mark.parametrize("m,n,k", RR_SHAPES)
+def test_reduce_range_int32_bit_identical_to_int64_reference(m, n, k, threads):
+    rng = np.random.default_rng(m * 1000 + n * 10 + k + 1)
+    q = rng.integers(0, 128, (m, k)).astype(np.uint8)
+    q[:, :1] = 127
+    zp = rng.integers(0, 128, m).astype(np.int32)
+    w = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    packs = {}
+    acc.quantized_pack(w, packs, reduce_range=True)
+    out = acc.quantized_matmul(q, zp, w, packs, reduce_range=True)
+    assert acc.last_path() == f"native:qgemm:{rr_kernel()}" or m * n == 0
+    np.testing.assert_array_equal(out, reference_int32(q, zp, w))
+    # a non-contiguous q (every other column of a wider array) gives the same integers
+    wide = np.zeros((m, 2 * k), np.uint8)
+    wide[:, ::2] = q
+    np.testing.assert_array_equal(acc.quantized_matmul(wide[:, ::2], zp, w, packs, reduce_range=True), out)
+
+
+def test_reduce_range_extremes_where_8_bit_pairs_would_saturate():
+    # a = 127 with w = -128 and +127: every vpmaddubsw pair is -32512 or 32258, inside s16;
+    # the same pairs at a = 255 (-65280) would saturate. Long K: the int32 sums near -2^30.
+    for k in (4099, acc.QGEMM_MAX_K):
+        q = np.full((3, k), 127, np.uint8)
+        w = np.tile(np.array([[-128, 127, -128, 127, 1]], np.int8), (k, 1))
+        out = acc.quantized_matmul(q, np.zeros(3, np.int32), w, reduce_range=True)
+        np.testing.assert_array_equal(out, reference_int32(q, np.zeros(3, np.int32), w))
+        assert out[0, 0] == -127 * 128 * k and out[0, 1] == 127 * 127 * k
+        # zero point 127 with a = 0: the corrected sum is -K * 127 * (-128)
+        out = acc.quantized_matmul(np.zeros((1, k), np.uint8), np.array([127], np.int32), w,
+                                   reduce_range=True)
+        assert out[0, 0] == 127 * 128 * k
+
+
+def test_every_runnable_kernel_agrees_on_reduce_range_packs():
+    lib = _native.lib
+    rng = np.random.default_rng(11)
+    m, n, k = 13, 67, 131
+    a = rng.integers(0, 128, (m, k)).astype(np.uint8)
+    a[:, :3] = 127
+    w = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    w[:3, :] = -128
+    ran = []
+    for kernel in range(1, AVX2_U7 + 1):
+        if not lib.tt_qgemm_kernel_usable(kernel):
+            continue
+        name = lib.tt_qgemm_kernel_name(kernel).decode()
+        keep, address, nbytes = _pack_raw_ex(kernel, REDUCE_RANGE, w)
+        c = np.empty((m, n), np.int32)
+        st = lib.tt_qgemm_u8s8s32(m, n, k, a.ctypes.data, k, address, nbytes, c.ctypes.data, n)
+        assert st == 0, lib.tt_last_error()
+        assert lib.tt_last_kernel_path().decode() == f"qgemm:{name}"
+        np.testing.assert_array_equal(c, a.astype(np.int64) @ w.astype(np.int64), err_msg=name)
+        ran.append(name)
+    assert rr_kernel() in ran and "scalar" in ran
+
+
+def test_reduce_range_refuses_activations_above_127():
+    w = np.ones((5, 3), np.int8)
+    q = np.full((2, 5), 127, np.uint8)
+    q[1, 3] = 128
+    packs = {}
+    acc.quantized_pack(w, packs, reduce_range=True)
+    with pytest.raises(ValueError, match=r"a\[1\]\[3\] = 128 is above 127"):
+        acc.quantized_matmul(q, np.zeros(2, np.int32), w, packs, reduce_range=True)
+    with acc.use_native(False):  # the NumPy fallback keeps the same promise
+        with pytest.raises(ValueError, match=r"q\[1\]\[3\] = 128 is above 127"):
+            acc.quantized_matmul(q, np.zeros(2, np.int32), w, packs, reduce_range=True)
+    # the 8-bit pack of the same weight takes it
+    out = acc.quantized_matmul(q, np.zeros(2, np.int32), w)
+    assert out[1, 0] == 4 * 127 + 128
+
+
+def test_avx2_u7_pack_without_the_flag_is_refused():
+    lib = _native.lib
+    w = np.ones((8, 4), np.int8)
+    size = ctypes.c_int64()
+    assert lib.tt_qgemm_pack_size(8, 4, AVX2_U7, ctypes.byref(size)) == 2
+    assert b"TT_QGEMM_REDUCE_RANGE" in lib.tt_last_error()
+    if lib.tt_qgemm_pack_size_ex(8, 4, AVX2_U7, REDUCE_RANGE, ctypes.byref(size)) != 0:
+        pytest.skip("this build has no avx2_u7 kernel")
+    buf = np.empty(size.value + 64, np.uint8)
+    address = buf.ctypes.data + (-buf.ctypes.data) % 64
+    assert lib.tt_qgemm_pack_ex(AVX2_U7, 0, 8, 4, w.ctypes.data, 4, address, size.value) == 2
+    assert b"TT_QGEMM_REDUCE_RANGE" in lib.tt_last_error()
+    assert lib.tt_qgemm_pack(AVX2_U7, 8, 4, w.ctypes.data, 4, address, size.value) == 2
+    assert lib.tt_qgemm_pack_ex(AVX2_U7, 2, 8, 4, w.ctypes.data, 4, address, size.value) == 2
+    assert b"flags=2" in lib.tt_last_error()
+
+
+def test_reduce_range_quantize_rows_bytes_equal_in_runtime_and_numpy():
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((41, 333)) * rng.uniform(0.01, 100, (41, 1))).astype(np.float32)
+    x[0] = np.abs(x[0])   # all positive: zero point 0
+    x[1] = -np.abs(x[1])  # all negative: zero point 127
+    x[2] = 0.0            # all zero: scale 1
+    x[3, ::2] = 0.5       # ties to round half to even
+    q, s, z = acc.quantize_rows(x, reduce_range=True)
+    assert acc.last_path() == "native:qgemm_quantize_rows"
+    q2, s2, z2 = numpy_fallback.quantize_rows(x, reduce_range=True)
+    np.testing.assert_array_equal(q, q2)
+    np.testing.assert_array_equal(s, s2)
+    np.testing.assert_array_equal(z, z2)
+    assert q.max() == 127 and z[0] == 0 and z[1] == 127 and s[2] == 1.0
+    deq = (q.astype(np.float32) - z[:, None]) * s[:, None]
+    assert np.all(np.abs(deq - x) <= 0.5001 * s[:, None])
+    # the 7-bit step is the 8-bit one doubled (to float32 rounding): one bit of precision
+    s8 = acc.quantize_rows(x)[1]
+    np.testing.assert_allclose(s[3:], s8[3:] * np.float32(255 / 127), rtol=1e-6)
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (5, 3, 2), (7, 70, 45), (33, 130, 97), (64, 768, 768)])
+def test_reduce_range_float_output_matches_reference_epilogue(m, n, k, activation, threads):
+    rng = np.random.default_rng(n + k + 5)
+    lin = Linear(k, n)
+    lin.bias.data[:] = rng.standard_normal(n).astype(np.float32)
+    ql = QuantizedLinear.from_linear(lin, activation=activation, reduce_range=True)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    y = ql(x)
+    assert acc.last_path() == f"native:qgemm:{rr_kernel()}"
+    q, sx, zx = numpy_fallback.quantize_rows(x, reduce_range=True)
+    assert q.max() <= 127
+    pre = reference_int32(q, zx, ql.weight_q).astype(np.int32).astype(np.float32) * \
+        (sx[:, None] * ql.weight_scale[None, :])
+    if activation == "gelu":
+        ref = acc.bias_gelu(pre, ql.bias, any_size=True)
+    else:
+        ref = pre + ql.bias
+        if activation == "relu":
+            ref = np.maximum(ref, 0)
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-30)
+    with acc.use_native(False):
+        y_np = ql(x)
+        assert acc.last_path() == "numpy"
+    np.testing.assert_allclose(y_np, y, rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_range_thread_counts_give_identical_bits():
+    rng = np.random.default_rng(4)
+    ql = QuantizedLinear.from_linear(Linear(768, 3072), activation="gelu", reduce_range=True)
+    x = rng.standard_normal((37, 768)).astype(np.float32)
+    before = tinytorch.get_num_threads()
+    try:
+        outs = []
+        for t in (1, 2, 3):
+            tinytorch.set_num_threads(t)
+            outs.append(ql(x))
+            assert acc.last_path() == f"native:qgemm:{rr_kernel()}"
+    finally:
+        tinytorch.set_num_threads(before)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+
+
+def test_quantize_model_reduce_range():
+    from tinytorch.core.layers import Sequential
+    from tinytorch.core.activations import ReLU
+    model = Sequential(Linear(20, 30), ReLU(), Linear(30, 5))
+    assert quantize_model(model, reduce_range=True) == ["0", "2"]
+    assert model[0].reduce_range and "reduce_range" in repr(model[0])
+    out = model(Tensor(np.ones((3, 20), np.float32)))
+    assert out.shape == (3, 5) and acc.last_path() == f"native:qgemm:{rr_kernel()}"
+    assert list(model[0]._packs) == [(_native.lib.tt_qgemm_kernel_for(REDUCE_RANGE), "reduce_range")]

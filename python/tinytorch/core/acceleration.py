@@ -45,6 +45,8 @@ Contract (arrays in, arrays out; no autograd here):
                                    -> int32 (q - zero_point) @ weight_q, exact
   quantized_linear(x, weight_q, weight_scale, bias, activation, packs)
                                    -> act((q - zx) @ w * sx * ws + bias), float32
+    (the four INT8 calls take reduce_range=True for 7-bit activations in [0, 127],
+    PyTorch's reduce_range: the vpmaddubsw kernel avx2_u7 on AVX2)
   quantized_path()                 -> (native?, why): where the INT8 calls go now
   last_path()                      -> what the calling thread's last call ran
 Each takes ``any_size=True`` to send even tiny float32 problems to the native kernel
@@ -642,10 +644,10 @@ QGEMM_MAX_K = 65793  # tinytorch.h TT_QGEMM_MAX_K: K * 255 * 128 < 2^31, so int3
 _QUANT_ACTIVATIONS = (None, "relu", "gelu")
 
 
-def quantized_path() -> tuple:
-    """(True, "qgemm:<kernel>") when INT8 calls run on the runtime's kernels now, else
-    (False, why NumPy serves them: native kernels off, the library missing, or a library
-    built without tt_qgemm_*)."""
+def quantized_path(reduce_range: bool = False) -> tuple:
+    """(True, "qgemm:<kernel>") when INT8 calls (7-bit ones with ``reduce_range``) run on the
+    runtime's kernels now, else (False, why NumPy serves them: native kernels off, the library
+    missing, or a library built without tt_qgemm_* or without its reduce_range calls)."""
     if not _backends.native_enabled():
         return False, "native kernels are turned off (use_native(False) or TINYTORCH_DISABLE_NATIVE=1)"
     if _native.lib is None:
@@ -653,6 +655,10 @@ def quantized_path() -> tuple:
     if not _native.has_qgemm():
         return False, "the loaded libtinytorch has no tt_qgemm_* (built before the INT8 GEMM)"
     lib = _native.lib
+    if reduce_range:
+        if not _native.has_qgemm_reduce_range():
+            return False, "the loaded libtinytorch has no tt_qgemm_*_ex (built before reduce_range)"
+        return True, "qgemm:" + lib.tt_qgemm_kernel_name(lib.tt_qgemm_kernel_for(1)).decode()
     return True, "qgemm:" + lib.tt_qgemm_kernel_name(lib.tt_qgemm_kernel_active()).decode()
 
 
@@ -674,27 +680,30 @@ def _int8_weight(weight_q, who):
                          "int32 sums are exact")
 
 
-def quantize_rows(x: np.ndarray):
+def quantize_rows(x: np.ndarray, reduce_range: bool = False):
     """(q uint8 (M, K), scale float32 (M,), zero_point int32 (M,)): each row of the float
-    array ``x`` (M, K) mapped onto [0, 255] asymmetrically, x ~ (q - zero_point) * scale.
-    The formula (float32, round half to even) is tinytorch.h's tt_qgemm_quantize_rows; the
-    runtime and NumPy give the same bits. ValueError for a row holding inf or NaN."""
-    return _route("quantize_rows", _rows_f32(x, "quantize_rows"))
+    array ``x`` (M, K) mapped onto [0, 255] asymmetrically ([0, 127] when ``reduce_range``),
+    x ~ (q - zero_point) * scale. The formula (float32, round half to even) is tinytorch.h's
+    tt_qgemm_quantize_rows_ex; the runtime and NumPy give the same bits. ValueError for a row
+    holding inf or NaN."""
+    return _route("quantize_rows", _rows_f32(x, "quantize_rows"), bool(reduce_range))
 
 
-def quantized_pack(weight_q: np.ndarray, packs: dict) -> None:
+def quantized_pack(weight_q: np.ndarray, packs: dict, reduce_range: bool = False) -> None:
     """Pack the int8 weight ``weight_q`` (K, N) for the runtime's active INT8 kernel into
     ``packs`` (a dict the caller keeps with the weight; kernel -> pack). Done once; the
     multiply calls repack only after the ISA changed or a copy lost the pack's alignment.
-    Nothing to do on the NumPy path."""
+    ``reduce_range`` makes a 7-bit pack (TT_QGEMM_REDUCE_RANGE: avx2_u7 on AVX2); the calls
+    that use it must pass the same ``reduce_range``. Nothing to do on the NumPy path."""
     _int8_weight(weight_q, "quantized_pack")
-    _route("quantized_pack", weight_q, packs)
+    _route("quantized_pack", weight_q, packs, bool(reduce_range))
 
 
 def quantized_matmul(q: np.ndarray, zero_point: np.ndarray, weight_q: np.ndarray,
-                     packs: dict | None = None) -> np.ndarray:
+                     packs: dict | None = None, reduce_range: bool = False) -> np.ndarray:
     """int32 ``(q - zero_point[:, None]) @ weight_q``, exact, for uint8 ``q`` (M, K), int32
-    ``zero_point`` (M,) and the int8 weight (K, N) (``packs`` as in ``quantized_pack``)."""
+    ``zero_point`` (M,) and the int8 weight (K, N) (``packs`` as in ``quantized_pack``).
+    With ``reduce_range`` a q above 127 raises ValueError (never a saturated result)."""
     _int8_weight(weight_q, "quantized_matmul")
     q = np.asarray(q)
     if q.dtype != np.uint8 or q.ndim != 2 or q.shape[1] != weight_q.shape[0]:
@@ -704,14 +713,16 @@ def quantized_matmul(q: np.ndarray, zero_point: np.ndarray, weight_q: np.ndarray
     if zero_point.shape != (q.shape[0],):
         raise ValueError(f"quantized_matmul: zero_point must have {q.shape[0]} values, got "
                          f"{zero_point.shape}")
-    return _route("quantized_matmul", q, zero_point, weight_q, {} if packs is None else packs)
+    return _route("quantized_matmul", q, zero_point, weight_q, {} if packs is None else packs,
+                  bool(reduce_range))
 
 
 def quantized_linear(x: np.ndarray, weight_q: np.ndarray, weight_scale: np.ndarray,
                      bias: np.ndarray | None = None, activation: str | None = None,
-                     packs: dict | None = None) -> np.ndarray:
+                     packs: dict | None = None, reduce_range: bool = False) -> np.ndarray:
     """The int8 Linear layer: each row of ``x`` (M, K) quantized as ``quantize_rows`` does
-    (sx, zx), the exact product with the int8 weight ``weight_q`` (K, N), then float32
+    (sx, zx; 7-bit with ``reduce_range``), the exact product with the int8 weight ``weight_q``
+    (K, N), then float32
     ``pre = (sum (q - zx) w) * (sx * weight_scale) ``, ``y = act(pre + bias)``; activation
     None, "relu" or "gelu" (the tanh GELU of ``bias_gelu``), fused into the runtime's call.
     ``weight_scale`` has N per-output-channel scales; ``packs`` as in ``quantized_pack``."""
@@ -730,4 +741,4 @@ def quantized_linear(x: np.ndarray, weight_q: np.ndarray, weight_scale: np.ndarr
         if bias.shape != (n,):
             raise ValueError(f"quantized_linear: bias must have {n} values, got {bias.shape}")
     return _route("quantized_linear", x, weight_q, weight_scale, bias, activation,
-                  {} if packs is None else packs)
+                  {} if packs is None else packs, bool(reduce_range))

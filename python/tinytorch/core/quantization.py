@@ -16,13 +16,24 @@ What this file owns
   dequantize(q, qp) = (q - zero_point) * scale
   quantize_int8(...) -> QuantizedTensor (q, params; ``dequantize()``, ``nbytes``)
   quantization_error(x, x_hat)   max/mean absolute error, RMSE and SQNR in dB
-  QuantizedLinear.from_linear(linear, per_channel=True)   int8 weights (symmetric, per output
-      channel), packed once for the runtime's INT8 kernel; at run time each input row is
-      quantized to u8 (asymmetric, dynamic range: ``quantize_rows``), the product is accumulated
-      exactly in int32, and one float multiply per output rescales it:
+  QuantizedLinear.from_linear(linear, per_channel=True, reduce_range=False)   int8 weights
+      (symmetric, per output channel), packed once for the runtime's INT8 kernel; at run time
+      each input row is quantized to u8 (asymmetric, dynamic range: ``quantize_rows``), the
+      product is accumulated exactly in int32, and one float multiply per output rescales it:
           y = act(sx[i] * sw[j] * sum_k (xq[i, k] - zx[i]) * wq[k, j] + b[j])
-  quantize_rows(x)   the per-row u8 quantization the layer applies (scale, zero point per row)
-  quantize_model(model)   replaces every plain ``Linear`` (by name) with a QuantizedLinear
+  quantize_rows(x, reduce_range=False)   the per-row u8 quantization the layer applies
+  quantize_model(model, reduce_range=False)   replaces every plain ``Linear`` (by name) with a
+      QuantizedLinear
+
+reduce_range (PyTorch's name): 7-bit activations
+  ``reduce_range=True`` quantizes activations onto [0, 127] instead of [0, 255] (the same
+  float32 steps with 127 in place of 255). On AVX2 without VNNI it lets the runtime use
+  vpmaddubsw exactly (a u8 x s8 pair sums to at most 2 * 127 * 128 = 32512, inside its
+  saturating 16-bit result): the avx2_u7 kernel, about 1.4x the multiply rate of the exact
+  8-bit scheme. PyTorch's dynamic Linear (quantize_dynamic, fbgemm) uses reduce_range=True for
+  the same reason. The default stays False: it keeps today's 8-bit bits on every ISA (one
+  more bit of activation precision, half the rounding step), and the integers of a given
+  setting are identical on every kernel either way (the other kernels are exact for any u8).
   model_size_bytes(model), size_report(float_model, quantized_model)
 
 Where the integer product runs
@@ -199,9 +210,9 @@ class QuantizedRows:
     """Activations quantized per row: ``x[i] ~ (q[i] - zero_point[i]) * scale[i]``.
 
     Args:
-        q: uint8 (M, K).
+        q: uint8 (M, K), in [0, 255] ([0, 127] with reduce_range).
         scale: float32 (M,).
-        zero_point: int32 (M,), in [0, 255].
+        zero_point: int32 (M,), in the range of q.
     """
 
     q: np.ndarray
@@ -214,11 +225,12 @@ class QuantizedRows:
                 * self.scale[:, None])
 
 
-def quantize_rows(x) -> QuantizedRows:
+def quantize_rows(x, reduce_range: bool = False) -> QuantizedRows:
     """Dynamic per-row asymmetric u8 quantization of ``x``, a float (M, K) Tensor or array, the one
-    QuantizedLinear applies to its input (formula: tinytorch.h tt_qgemm_quantize_rows; the
-    runtime and the NumPy fallback give the same bits). ValueError for inf or NaN."""
-    q, scale, zp = acceleration.quantize_rows(_array(x))
+    QuantizedLinear applies to its input: onto [0, 255], or [0, 127] with ``reduce_range``
+    (formula: tinytorch.h tt_qgemm_quantize_rows_ex; the runtime and the NumPy fallback give the
+    same bits). ValueError for inf or NaN."""
+    q, scale, zp = acceleration.quantize_rows(_array(x), reduce_range)
     return QuantizedRows(q, scale, zp)
 
 
@@ -247,12 +259,15 @@ class QuantizedLinear(Layer):
             output channel along axis 1).
         bias: float bias (out,) or None; kept in float32.
         activation: None, "relu" or "gelu": applied to the output in the same kernel call.
+        reduce_range: quantize the activations to 7 bits, [0, 127] (PyTorch's reduce_range;
+            the fast exact kernel on AVX2 without VNNI); False keeps 8 bits (module docstring).
 
     Shape: input (..., in_features) -> output (..., out_features), float32; a Tensor in
     gives a Tensor (without gradient) out, an array gives an array.
     """
 
-    def __init__(self, weight_q: QuantizedTensor, bias: np.ndarray | None, activation: str | None = None):
+    def __init__(self, weight_q: QuantizedTensor, bias: np.ndarray | None, activation: str | None = None,
+                 reduce_range: bool = False):
         if weight_q.q.ndim != 2:
             raise ValueError(f"QuantizedLinear: weight must be 2-D (in, out), got {weight_q.q.shape}")
         if not weight_q.params.symmetric:
@@ -273,28 +288,34 @@ class QuantizedLinear(Layer):
             if weight_q.params.axis is None else scale.astype(np.float32)
         self.bias = None if bias is None else np.asarray(bias, dtype=np.float32).copy()
         self.activation = activation
+        self.reduce_range = bool(reduce_range)
         self._packs = {}  # kernel -> the weight in the runtime's layout (made here, once)
-        acceleration.quantized_pack(self.weight_q, self._packs)
+        acceleration.quantized_pack(self.weight_q, self._packs, self.reduce_range)
 
     @classmethod
-    def from_linear(cls, linear: Linear, per_channel: bool = True, activation: str | None = None) -> "QuantizedLinear":
+    def from_linear(cls, linear: Linear, per_channel: bool = True, activation: str | None = None,
+                    reduce_range: bool = False) -> "QuantizedLinear":
         """Quantize a trained ``linear``'s weight symmetrically, one scale per output column
         when ``per_channel`` (else one for the whole weight); the bias stays float;
-        ``activation`` (None, "relu", "gelu") is fused into the layer."""
+        ``activation`` (None, "relu", "gelu") is fused into the layer; ``reduce_range``
+        quantizes its inputs to 7 bits (PyTorch's dynamic Linear does; the default False keeps
+        8 bits: see the module docstring)."""
         w = linear.weight.data
         qt = quantize_int8(w, symmetric=True, per_channel=per_channel, axis=1)
         bias = None if linear.bias is None else linear.bias.data
-        return cls(qt, bias, activation)
+        return cls(qt, bias, activation, reduce_range)
 
     def quantize_input(self, x: np.ndarray) -> QuantizedRows:
-        """Dynamic per-row asymmetric u8 quantization of the activations ``x`` (rows, in)."""
-        return quantize_rows(x)
+        """Dynamic per-row asymmetric u8 quantization of the activations ``x`` (rows, in),
+        7-bit when the layer has ``reduce_range``."""
+        return quantize_rows(x, self.reduce_range)
 
     def int_matmul(self, xq: np.ndarray, zero_point) -> np.ndarray:
         """sum_k (xq - zx) * wq in int32: the exact integer part of the layer. ``xq`` is the
-        uint8 input (rows, in_features) and ``zero_point`` its zero points zx (one per row)."""
+        uint8 input (rows, in_features; at most 127 with ``reduce_range``, else ValueError) and
+        ``zero_point`` its zero points zx (one per row)."""
         zp = np.broadcast_to(np.asarray(zero_point, dtype=np.int32), (xq.shape[0],))
-        return acceleration.quantized_matmul(xq, zp, self.weight_q, self._packs)
+        return acceleration.quantized_matmul(xq, zp, self.weight_q, self._packs, self.reduce_range)
 
     def forward(self, x):
         """``x`` (..., in_features), a Tensor or float array -> (..., out_features) float32:
@@ -309,7 +330,7 @@ class QuantizedLinear(Layer):
             raise TypeError(f"QuantizedLinear: expects a floating-point input, got dtype {arr.dtype}")
         x2 = arr.reshape(-1, self.in_features)  # inf / NaN: the quantization raises ValueError
         out = acceleration.quantized_linear(x2, self.weight_q, self.weight_scale, self.bias,
-                                            self.activation, self._packs)
+                                            self.activation, self._packs, self.reduce_range)
         out = out.reshape(lead + (self.out_features,))
         return Tensor(out) if tensor_in else out
 
@@ -324,16 +345,19 @@ class QuantizedLinear(Layer):
     def extra_repr(self):
         """``in_features=..., out_features=..., int8`` for repr()."""
         act = f", activation={self.activation}" if self.activation else ""
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8{act}"
+        rr = ", reduce_range" if self.reduce_range else ""
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8{act}{rr}"
 
 
-def quantize_model(model: Layer, per_channel: bool = True, skip=()) -> list[str]:
+def quantize_model(model: Layer, per_channel: bool = True, skip=(), reduce_range: bool = False) -> list[str]:
     """Replace every plain ``Linear`` in ``model`` (except names in ``skip``) by a QuantizedLinear
-    in place; returns the replaced names. ``per_channel`` as in ``QuantizedLinear.from_linear``.
-    Only sub-layers are replaced (a bare Linear passed as ``model`` is not)."""
+    in place; returns the replaced names. ``per_channel`` and ``reduce_range`` (7-bit
+    activations, as PyTorch's quantize_dynamic; default False, 8 bits) as in
+    ``QuantizedLinear.from_linear``. Only sub-layers are replaced (a bare Linear passed as
+    ``model`` is not)."""
     targets = [(name, m) for name, m in model.named_modules() if type(m) is Linear and name and name not in skip]
     for name, linear in targets:
-        model.set_submodule(name, QuantizedLinear.from_linear(linear, per_channel))
+        model.set_submodule(name, QuantizedLinear.from_linear(linear, per_channel, reduce_range=reduce_range))
     return [name for name, _ in targets]
 
 

@@ -391,16 +391,23 @@ def relu_backward(y, grad):
 # --------------------------------------------------------------------------------------
 
 _QMAGIC = np.float32(12582912.0)  # 1.5 * 2^23: (v + m) - m rounds half to even for |v| < 2^22
-_F255 = np.float32(255.0)
 
 
-def quantize_rows(x):
+def _qmax(reduce_range: bool) -> int:
+    """The largest activation: 127 for 7-bit (reduce_range, TT_QGEMM_REDUCE_RANGE), else 255."""
+    return 127 if reduce_range else 255
+
+
+def quantize_rows(x, reduce_range=False):
     """(q uint8 (M, K), scale float32 (M,), zero_point int32 (M,)): the runtime's dynamic
-    per-row asymmetric quantization (tt_qgemm_quantize_rows; runtime/cpu/qgemm_rows.h), every
-    step in float32 in the same order, so both give the same bits: lo / hi = min / max of the
-    row and 0, scale = hi / 255 - lo / 255 (1 for an all-zero row), zp = clamp(rne(-lo / scale)),
-    q = clamp(rne(x / scale) + zp, 0, 255), each division as a multiply by 1 / scale."""
+    per-row asymmetric quantization (tt_qgemm_quantize_rows_ex; runtime/cpu/qgemm_rows.h), every
+    step in float32 in the same order, so both give the same bits: with qmax = 255, or 127 when
+    ``reduce_range``, lo / hi = min / max of the row and 0, scale = hi / qmax - lo / qmax (1 for
+    an all-zero row), zp = clamp(rne(-lo / scale), 0, qmax), q = clamp(rne(x / scale) + zp, 0,
+    qmax), each division as a multiply by 1 / scale."""
     record_path("numpy")
+    qmax = _qmax(reduce_range)
+    top = np.float32(qmax)
     x = np.asarray(x, dtype=np.float32)
     m, k = x.shape
     if m and not np.all(np.isfinite(x)):
@@ -409,36 +416,41 @@ def quantize_rows(x):
     zero = np.zeros(m, np.float32)
     lo = np.minimum(x.min(axis=1), zero) if k else zero
     hi = np.maximum(x.max(axis=1), zero) if k else zero
-    scale = hi / _F255 - lo / _F255
+    scale = hi / top - lo / top
     scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
     inv = (np.float32(1.0) / scale).astype(np.float32)
-    zp = np.clip((-lo * inv + _QMAGIC) - _QMAGIC, 0, 255).astype(np.float32)
+    zp = np.clip((-lo * inv + _QMAGIC) - _QMAGIC, 0, qmax).astype(np.float32)
     q = (x * inv[:, None] + _QMAGIC) - _QMAGIC + zp[:, None]
-    return np.clip(q, 0, 255).astype(np.uint8), scale, zp.astype(np.int32)
+    return np.clip(q, 0, qmax).astype(np.uint8), scale, zp.astype(np.int32)
 
 
-def quantized_pack(weight_q, packs):
+def quantized_pack(weight_q, packs, reduce_range=False):
     """Nothing to pack: NumPy multiplies the (K, N) int8 ``weight_q`` as it is (``packs``
     stays empty)."""
     return None
 
 
-def quantized_matmul(q, zero_point, weight_q, packs):
+def quantized_matmul(q, zero_point, weight_q, packs, reduce_range=False):
     """int32 ``(q - zero_point[:, None]) @ weight_q``, exact: summed in int64 (NumPy's
     integer matmul has no BLAS; this is the slow, always-available path). ``packs`` is
-    unused here."""
+    unused here. With ``reduce_range`` an activation above 127 is refused, as the runtime
+    refuses it on a reduce_range pack."""
     record_path("numpy")
+    if reduce_range and q.size and int(q.max()) > 127:
+        i, j = np.argwhere(q > 127)[0]
+        raise ValueError(f"quantized_matmul: q[{i}][{j}] = {q[i, j]} is above 127, the largest "
+                         "activation with reduce_range=True")
     a = q.astype(np.int64) - np.asarray(zero_point, np.int64)[:, None]
     return (a @ weight_q.astype(np.int64)).astype(np.int32)
 
 
-def quantized_linear(x, weight_q, weight_scale, bias, activation, packs):
-    """The runtime's tt_qgemm_f32 in NumPy: quantize the rows of x (float32 (M, K)), the
-    exact int32 product with ``weight_q``, then float32 ``acc * (sx * weight_scale) + bias``
-    and the ``activation`` (None, "relu" or "gelu", the tanh GELU of ``bias_gelu``);
-    ``packs`` is unused here."""
-    q, sx, zx = quantize_rows(x)
-    acc = quantized_matmul(q, zx, weight_q, packs)
+def quantized_linear(x, weight_q, weight_scale, bias, activation, packs, reduce_range=False):
+    """The runtime's tt_qgemm_f32 in NumPy: quantize the rows of x (float32 (M, K); to 7 bits
+    with ``reduce_range``), the exact int32 product with ``weight_q``, then float32
+    ``acc * (sx * weight_scale) + bias`` and the ``activation`` (None, "relu" or "gelu", the
+    tanh GELU of ``bias_gelu``); ``packs`` is unused here."""
+    q, sx, zx = quantize_rows(x, reduce_range)
+    acc = quantized_matmul(q, zx, weight_q, packs, reduce_range)
     pre = acc.astype(np.float32) * (sx[:, None] * weight_scale[None, :])
     if activation == "gelu":
         out = bias_gelu(pre, bias)
