@@ -7,6 +7,9 @@ GPT-2 small block, K x N = 768 x 768 (attention projection), 768 x 3072 (MLP up)
   TT int8     the runtime's tt_qgemm_f32: per-row dynamic u8 quantization of the input, the exact
               u8 x s8 int32 product on the weight packed once, per-channel scales and bias
               (what QuantizedLinear.forward calls; the ctypes call into a preallocated output);
+  TT int8 rr  the same call on a reduce_range pack (QuantizedLinear(..., reduce_range=True)):
+              7-bit activations, [0, 127], as PyTorch's dynamic Linear quantizes them; on AVX2
+              this runs the vpmaddubsw kernel avx2_u7, the like-for-like rival of Torch int8;
   TT fp32     tt_sgemm, the float32 GEMM (no bias: it favours float32 slightly);
   Torch int8  torch.ao.quantization.quantize_dynamic's Linear (fbgemm / onednn: dynamic u8
               activations, s8 weights), called on a Tensor under inference_mode;
@@ -17,7 +20,7 @@ GPT-2 small block, K x N = 768 x 768 (attention projection), 768 x 3072 (MLP up)
 Times are medians of rounds of timed blocks (measure_rounds). GOP/s count 2 ops per
 multiply-add, held against this machine's measured integer ceiling of the instructions the
 active kernel runs (int8_peak.c beside this file: vpdpbusd for the VNNI kernel, vpmaddwd on zmm
-for avx512bw, vpmaddwd on ymm for avx2). For M = 1 the weight read is the bound: the table
+for avx512bw, vpmaddwd on ymm for avx2, vpmaddubsw on ymm for avx2_u7). For M = 1 the weight read is the bound: the table
 gives the time to read the int8 weights once at the copy bandwidth np.copyto reaches on an array
 of the weights' size (the cache level they sit in while a model decodes one layer after the
 other in this loop) and at DRAM size.
@@ -108,6 +111,8 @@ def contenders(lib, m, w_f32, rng):
     packs = {}
     acceleration.quantized_pack(w_q, packs)
     address, nbytes = cpu_backend.pack_for(lib, w_q, packs)
+    acceleration.quantized_pack(w_q, packs, reduce_range=True)
+    rr_address, rr_nbytes = cpu_backend.pack_for(lib, w_q, packs, reduce_range=True)
     x = rng.standard_normal((m, k)).astype(np.float32)
     y8 = np.empty((m, n), np.float32)
     y32 = np.empty((m, n), np.float32)
@@ -116,6 +121,9 @@ def contenders(lib, m, w_f32, rng):
         "TT int8": lambda packs=packs: lib.tt_qgemm_f32(m, n, k, x.ctypes.data, k, address, nbytes,
                                                         ws.ctypes.data, bias.ctypes.data, 0,
                                                         y8.ctypes.data, n),
+        "TT int8 rr": lambda packs=packs: lib.tt_qgemm_f32(m, n, k, x.ctypes.data, k, rr_address,
+                                                           rr_nbytes, ws.ctypes.data, bias.ctypes.data,
+                                                           0, y8.ctypes.data, n),
         "TT fp32": lambda: lib.tt_sgemm(0, 0, m, n, k, 1.0, x.ctypes.data, k, w_f32.ctypes.data, n, 0.0,
                                         y32.ctypes.data, n),
     }
@@ -132,19 +140,23 @@ def main():
     args = C.parse(ap)
     lib = C.require_native()
     ok, path = acceleration.quantized_path()
-    if not ok:
-        raise SystemExit(f"the INT8 kernels are not available: {path}")
+    rr_ok, rr_path = acceleration.quantized_path(reduce_range=True)
+    if not (ok and rr_ok):
+        raise SystemExit(f"the INT8 kernels are not available: {path if not ok else rr_path}")
     peaks = int8_peaks(max(args.threads))
     # the ceiling of the instructions the active kernel runs (int8_peak.c's kinds)
-    kind = {"qgemm:avx512_vnni": "vnni", "qgemm:avx512bw": "vpmaddwd", "qgemm:avx2": "vpmaddwd_ymm"}.get(path)
+    kinds = {"qgemm:avx512_vnni": "vnni", "qgemm:avx512bw": "vpmaddwd", "qgemm:avx2": "vpmaddwd_ymm",
+             "qgemm:avx2_u7": "vpmaddubsw_ymm"}
+    kind, rr_kind = kinds.get(path), kinds.get(rr_path)
     dram_copy = C.copy_bandwidth(nbytes=(64 if args.quick else 381) * 2 ** 20, rounds=3, block_time=0.2)
-    names = ["TT int8", "TT fp32"] + (["Torch int8", "Torch fp32"] if torch is not None else [])
-    body = [f"INT8 kernel: `{path}`; integer ceiling measured by benchmarks/int8_peak.c "
+    names = ["TT int8", "TT int8 rr", "TT fp32"] + (["Torch int8", "Torch fp32"] if torch is not None else [])
+    body = [f"INT8 kernel: `{path}` (8-bit activations), `{rr_path}` for TT int8 rr (reduce_range, "
+            f"7-bit activations, as Torch int8); integer ceiling measured by benchmarks/int8_peak.c "
             f"({kind}): " + ", ".join(f"{t} thread{'s' if t > 1 else ''} {peaks[(kind, t)]:.0f} GOP/s"
                                       for t in args.threads if (kind, t) in peaks)
             + ("" if kind != "vpmaddwd_ymm" or ("vpmaddubsw_ymm", 1) not in peaks else
-               f"; for reference, vpmaddubsw on ymm (u8 x s8, 16-bit pair sums that saturate for "
-               f"8-bit activations, so exact only for the 7-bit ones of PyTorch's reduce_range=True): "
+               f"; vpmaddubsw on ymm (u8 x s8, 16-bit pair sums that saturate for 8-bit "
+               f"activations, so exact only for the 7-bit ones of reduce_range; avx2_u7's ceiling): "
                + ", ".join(f"{t} thread{'s' if t > 1 else ''} {peaks[('vpmaddubsw_ymm', t)]:.0f} GOP/s"
                            for t in args.threads if ("vpmaddubsw_ymm", t) in peaks))
             + f"; DRAM copy bandwidth {dram_copy:.1f} GB/s (np.copyto, read + write).",
@@ -164,14 +176,16 @@ def main():
                 for m in args.rows:
                     fns, wbytes, last = contenders(lib, m, weights[shape], rng)
                     t = C.measure_rounds(fns, args.rounds, block_time=0.1)
-                    status = fns["TT int8"]()
-                    assert status == 0 and last().startswith("qgemm:"), (status, last(), lib.tt_last_error())
-                    gops = 2 * m * n * k / t["TT int8"] / 1e9
-                    peak = peaks.get((kind, threads))
-                    row = [m, f"{k}x{n}"] + [t[nm] * 1e6 for nm in names] + [
-                        gops, f"{100 * gops / peak:.0f}%" if peak else "n/a",
-                        f"{t['TT fp32'] / t['TT int8']:.2f}x"]
-                    row.append(f"{t['Torch int8'] / t['TT int8']:.2f}x" if torch is not None else "n/a")
+                    for nm, want in (("TT int8", path), ("TT int8 rr", rr_path)):
+                        status = fns[nm]()
+                        assert status == 0 and last() == want, (nm, status, last(), lib.tt_last_error())
+                    row = [m, f"{k}x{n}"] + [t[nm] * 1e6 for nm in names]
+                    for nm, knd in (("TT int8", kind), ("TT int8 rr", rr_kind)):
+                        gops = 2 * m * n * k / t[nm] / 1e9
+                        peak = peaks.get((knd, threads))
+                        row += [gops, f"{100 * gops / peak:.0f}%" if peak else "n/a",
+                                f"{t['TT fp32'] / t[nm]:.2f}x",
+                                f"{t['Torch int8'] / t[nm]:.2f}x" if torch is not None else "n/a"]
                     if m == 1:
                         read_same = 2 * wbytes / (copy_same[shape] * 1e9)  # copy GB/s counts read + write
                         read_dram = 2 * wbytes / (dram_copy * 1e9)
@@ -185,16 +199,22 @@ def main():
         body += [f"### {threads} thread{'s' if threads > 1 else ''}", ""]
         body += C.table(["M", "K x N"] + [f"{nm} us" for nm in names] +
                         ["TT int8 GOP/s", "of int peak", "TT int8 vs TT fp32", "TT int8 vs Torch int8",
+                         "TT int8 rr GOP/s", "rr of int peak", "TT int8 rr vs TT fp32",
+                         "TT int8 rr vs Torch int8",
                          "M = 1: weight read at copy bw (same size / DRAM), TT int8 / that"], rows_out)
         body.append("")
-        big = [r for r in rows_out if r[0] >= 16]
-        if big:
-            speedups = [float(r[-3].rstrip("x")) for r in big]
-            vs_torch = [float(r[-2].rstrip("x")) for r in big if r[-2] != "n/a"]
-            all_torch = [float(r[-2].rstrip("x")) for r in rows_out if r[-2] != "n/a"]
-            summary.append(f"{threads} thread(s), M >= 16: TT int8 is {min(speedups):.2f}x to {max(speedups):.2f}x "
-                           f"TT fp32" + (f"; {min(vs_torch):.2f}x to {max(vs_torch):.2f}x Torch int8 "
-                                         f"(all M: min {min(all_torch):.2f}x)" if vs_torch else ""))
+        first = 2 + len(names)  # the first column after the times
+        for label, at in (("TT int8", first), ("TT int8 rr", first + 4)):
+            big = [r for r in rows_out if r[0] >= 16]
+            if not big:
+                continue
+            speedups = [float(r[at + 2].rstrip("x")) for r in big]
+            vs_torch = [float(r[at + 3].rstrip("x")) for r in big if r[at + 3] != "n/a"]
+            all_torch = [float(r[at + 3].rstrip("x")) for r in rows_out if r[at + 3] != "n/a"]
+            summary.append(f"{threads} thread(s), M >= 16: {label} is {min(speedups):.2f}x to "
+                           f"{max(speedups):.2f}x TT fp32"
+                           + (f"; {min(vs_torch):.2f}x to {max(vs_torch):.2f}x Torch int8 "
+                              f"(all M: min {min(all_torch):.2f}x)" if vs_torch else ""))
     body = ["## Summary", ""] + [f"- {s}" for s in summary] + [""] + body
     C.write_report(args.report, "INT8 GEMMs on GPT-2 small shapes", body, threads=args.threads)
 

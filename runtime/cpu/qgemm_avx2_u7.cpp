@@ -19,9 +19,10 @@
  * one 32-byte load of B holds 8 columns and a row's 4 bytes are one 32-bit broadcast).
  *
  * Tile 4 x 24 (measured on Zen 3 against 4 x 16, 5 x 16, 6 x 16, 3 x 24: docs/int8.md):
- * 12 ymm accumulators, the ones vector, one broadcast and one product; B is read as the
- * memory operand of vpmaddubsw (the load ports have room: 3 B loads and 4 broadcasts per 12
- * multiply pairs), which keeps the 16 registers for accumulators.
+ * 12 ymm accumulators, the ones vector, one broadcast and one product. GCC keeps B's first
+ * vector in a register and reads the other two as memory operands of vpmaddubsw (13 loads per
+ * k group against 24 multiply instructions: the load ports have room), so the 16 registers
+ * hold the accumulators without spills.
  */
 #include <immintrin.h>
 
