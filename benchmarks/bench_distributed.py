@@ -16,10 +16,13 @@ What one run measures:
      (overlap=False) and DDP with the gradient-ready hook (overlap=True). Medians over steps timed
      one at a time in alternating rounds; under MPI each step starts at a barrier and its time is
      the slower rank's. The DDP models' parameters are compared across ranks afterwards (hash).
-  2. bandwidth: the model's gradient bytes all-reduced by DDP's ``sync_gradients()`` (pack x 1/N
-     into each bucket's buffer + Allreduce per bucket + .grad views) against mpi4py's raw ``Allreduce(IN_PLACE)`` of the
-     same bytes, as one buffer and as DDP's buckets, at bucket_mb 25 (one bucket) and at the
-     step runs' bucket size. Bandwidth = bytes / median time.
+  2. bandwidth: the model's gradient bytes all-reduced by DDP's ``sync_gradients()`` right after
+     a backward (untimed: its hooks have packed each gradient x 1/N into its bucket's buffer, as in
+     training; timed: what sync_gradients does then, the check that every gradient was packed,
+     Allreduce per bucket and the .grad views) against mpi4py's raw ``Allreduce(IN_PLACE)`` of the
+     same bytes after the same untimed backward, as one buffer and as DDP's buckets, at bucket_mb 25 (one bucket) and at the
+     step runs' bucket size. Bandwidth = bytes / median time. The packing itself is part of the
+     backward, so it shows in the step rows of 1 and 3, not here.
   3. overlap: the step rows of 1 (DDP off vs on, same buckets).
   4. scaling on paper: N = 2..64 hosts, ring all-reduce 2 (N-1)/N x bytes / bandwidth at 10 and
      100 Gbit/s (no latency term), against the measured per-rank compute of 1 (weak scaling:
@@ -102,7 +105,8 @@ def default_bucket_mb(kind) -> float:
 
 def step_fn(kind, x, y, ddp_options=None):
     """One training step on (x, y): zero_grad, forward, loss, backward, [sync], optimizer step.
-    Returns (step, model, ddp, optimizer); ddp is None without ddp_options."""
+    Returns (step, model, ddp, optimizer); ddp is None without ddp_options. step.forward_backward
+    is the step's zero_grad + forward + loss + backward alone."""
     model = build(kind)
     ddp = dist.DistributedDataParallel(model, **ddp_options) if ddp_options is not None else None
     opt = (AdamW(model.parameters(), lr=3e-4, weight_decay=0.1) if kind == "gpt"
@@ -110,29 +114,39 @@ def step_fn(kind, x, y, ddp_options=None):
     inp = x if kind == "gpt" else Tensor.from_numpy(x)
     v = GPT_CONFIG["vocab_size"]
 
-    def step():
+    def forward_backward():
         opt.zero_grad()
         out = model(inp)
         loss = cross_entropy(out.reshape(-1, v), y.reshape(-1)) if kind == "gpt" else cross_entropy(out, y)
         loss.backward()
+
+    def step():
+        forward_backward()
         if ddp is not None:
             ddp.sync_gradients()
         opt.step()
+    step.forward_backward = forward_backward
     return step, model, ddp, opt
 
 
 # ----------------------------------------------------------------------------- the MPI worker
 
-def _synced_times(fns, steps, rounds, warmup, comm):
-    """Like C.time_steps, with a barrier before every call; each sample is the slower rank's (ms)."""
-    for fn in fns.values():
+def _synced_times(fns, steps, rounds, warmup, comm, before=None):
+    """Like C.time_steps, with a barrier before every call; each sample is the slower rank's (ms).
+    before[name], when given, runs untimed before each call of fns[name]."""
+    before = before or {}
+    for name, fn in fns.items():
         for _ in range(warmup):
+            if name in before:
+                before[name]()
             comm.Barrier()
             fn()
     times = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
             for _ in range(steps):
+                if name in before:
+                    before[name]()
                 comm.Barrier()
                 t0 = time.perf_counter()
                 fn()
@@ -179,20 +193,22 @@ def worker(args) -> None:
             # a smaller per-host batch does not shrink
             opt_ms = _synced_times({"opt": opt_c.step}, max(args.steps, 3), 1, 1, comm)["opt"]
 
-            # bandwidth: DDP's sync_gradients vs raw Allreduce of the same bytes; the grads are
-            # the last step's, equal on every rank after one sync, so averaging keeps them fixed
-            comm_fns, layouts = {}, {}
-            for label, ddp in (("25", dist.DistributedDataParallel(m_off, bucket_mb=25)), ("run", d_off)):
-                ddp.sync_gradients()
+            # bandwidth: DDP's sync_gradients right after a backward (untimed) vs raw Allreduce of
+            # the same bytes. Each DDP gets a model of its own (one wrapper per model, as in use).
+            comm_fns, layouts, before = {}, {}, {}
+            bw_25, m_25, d_25, _ = step_fn(kind, xs, ys, dict(bucket_mb=25, overlap=False))
+            for label, ddp, fb in (("25", d_25, bw_25.forward_backward), ("run", d_off, off.forward_backward)):
                 sizes = [sum(p.data.size for p in b) for b in ddp.buckets]
                 layouts[label] = sizes
                 bufs = [np.ones(s, dtype=np.float32) for s in sizes]
                 comm_fns[f"ddp_{label}"] = ddp.sync_gradients
+                before[f"ddp_{label}"] = before[f"raw_{label}"] = fb  # both right after a backward
                 comm_fns[f"raw_{label}"] = (lambda bufs=bufs: [comm.Allreduce(MPI.IN_PLACE, b, op=MPI.SUM)
                                                                for b in bufs])
             one = np.ones(sum(layouts["25"]), dtype=np.float32)
             comm_fns["raw_one"] = lambda: comm.Allreduce(MPI.IN_PLACE, one, op=MPI.SUM)
-            comm_ms = _synced_times(comm_fns, args.bw_iters, args.rounds, 3, comm)
+            before["raw_one"] = bw_25.forward_backward
+            comm_ms = _synced_times(comm_fns, args.bw_iters, args.rounds, 3, comm, before)
             result["models"][kind] = dict(
                 per_rank_batch=len(xs), bucket_mb=mb, grad_bytes=gradient_bytes(m_off),
                 buckets={k: v for k, v in layouts.items()}, step_ms=steps, opt_ms=opt_ms,
@@ -279,7 +295,7 @@ def summarize(local, mpi) -> dict:
 # ----------------------------------------------------------------------------- report
 
 def _fmt_n(n):
-    return f"N = {n}" if n else "not up to N = 64"
+    return f"from N = {n}" if n else "at no N up to 64"
 
 
 def report_body(args, local, mpi, s) -> list[str]:
@@ -310,9 +326,12 @@ def report_body(args, local, mpi, s) -> list[str]:
 
     body += ["## 2. All-reduce: DDP's buckets vs mpi4py's raw Allreduce, same bytes", "",
              "Each row all-reduces the model's float32 gradient bytes across the 2 ranks (shared memory on one "
-             "host). `ddp sync_gradients` is DDP's whole path (pack each bucket, times 1/N, into its "
-             "persistent flat buffer, blocking Allreduce per bucket, .grad as views); `raw Allreduce` is mpi4py's "
-             "`Allreduce(IN_PLACE)` on preallocated float32 buffers of the same sizes. Bandwidth = bytes / "
+             "host). `ddp sync_gradients` is DDP's call after a backward (untimed; its hooks packed each gradient, "
+             "times 1/N, into its bucket's persistent flat buffer as it became final): the check that every "
+             "gradient was packed, a blocking Allreduce per bucket, .grad as views; `raw Allreduce` is mpi4py's "
+             "`Allreduce(IN_PLACE)` on preallocated float32 buffers of the same sizes, timed after the same untimed "
+             "backward (right after a backward an all-reduce runs on cold caches: on one host the CNN's 36 KB took "
+             "3x as long as back to back). Bandwidth = bytes / "
              "median time (algorithm bandwidth; for N = 2 the ring's bus factor 2 (N-1)/N is 1).", "",
              "| model | bytes | buckets | path | median ms | p10-p90 ms | GB/s | raw / DDP time |",
              "|---|---:|---|---|---:|---:|---:|---:|"]
@@ -367,7 +386,7 @@ def report_body(args, local, mpi, s) -> list[str]:
                         f"{c10 / r['weak_ms']:.3f} | {c100 / r['weak_ms']:.4f} | {r['strong_ms']:.2f} | "
                         f"{c10 / r['strong_ms']:.3f} | {c100 / r['strong_ms']:.4f} |")
         d = sc["dominates_from"]
-        body += ["", f"Communication dominates: weak scaling {_fmt_n(d['weak_10'])} at 10 Gbit/s, "
+        body += ["", f"Communication dominates the step (comm / compute > 1): weak scaling {_fmt_n(d['weak_10'])} at 10 Gbit/s, "
                  f"{_fmt_n(d['weak_100'])} at 100 Gbit/s (the ring's time tends to 2 x bytes / bandwidth = "
                  f"{ring_ms(nb, 10 ** 9, 10):.2f} / {ring_ms(nb, 10 ** 9, 100):.3f} ms); strong scaling "
                  f"{_fmt_n(d['strong_10'])} at 10 Gbit/s, {_fmt_n(d['strong_100'])} at 100 Gbit/s.", ""]

@@ -1,6 +1,7 @@
 """tinytorch.distributed: data-parallel training under ``mpirun -n 2`` equals one process on the
 combined batch (float64, 20 Adam steps, within 1e-12) for an MLP, a CNN and a GPT, plain, with
-buckets all-reduced during backward (overlap), with no_sync accumulation, with LoRA (frozen base)
+buckets all-reduced during backward (overlap), with no_sync accumulation, with two synchronised
+backward passes before one sync, with .grad arrays replaced between backward and sync, with LoRA (frozen base)
 and with ZeRO-1; and the fault cases end every rank. The MPI cases run
 tests/distributed/ddp_worker.py in a subprocess with a timeout and skip, naming the reason, when
 mpi4py or mpirun is missing; the sampler and world-size-1 cases need no MPI."""
@@ -49,10 +50,11 @@ def _same(ref, got):
 
 CASES = [("mlp", "plain", "plain"), ("mlp", "overlap", "plain"), ("mlp", "nosync", "plain"),
          ("mlp", "nosync-overlap", "plain"), ("mlp", "lora", "lora"), ("mlp", "zero", "plain"),
-         ("mlp", "zero-adamw", "adamw"),
+         ("mlp", "zero-adamw", "adamw"), ("mlp", "twice", "plain"), ("mlp", "halved", "halved"),
          ("cnn", "plain", "plain"), ("cnn", "overlap", "plain"), ("cnn", "nosync", "plain"),
          ("cnn", "zero", "plain"),
          ("gpt", "plain", "plain"), ("gpt", "overlap", "plain"), ("gpt", "nosync-overlap", "plain"),
+         ("gpt", "twice", "plain"), ("gpt", "halved", "halved"),
          ("gpt", "zero", "plain")]
 
 

@@ -5,6 +5,10 @@ DDP averages the gradients, so the result must equal one process on the whole ba
 
 MODE: "plain"; "overlap" (buckets all-reduced during backward); "nosync" (two micro-batches per
 step, the first under no_sync, loss scaled by 1/2; "nosync-overlap" the same with overlap);
+"twice" (two micro-batches, loss scaled by 1/2, both backward passes synchronised: the second
+accumulates onto the first and its hooks pack the sum again); "halved" (every .grad replaced by
+half of it between backward and sync_gradients: DDP must average the replaced arrays, as one
+process steps on them);
 "lora" (LoRA adapters on the MLP, frozen base: DDP must bucket only the adapters); "zero"
 (ZeroRedundancyOptimizer(Adam) and no DDP averaging: identical to plain Adam); "zero-adamw" and
 "adamw" (its reference); "skip" (no gradient averaging: must differ); "mismatch" (rank 1 has
@@ -12,6 +16,7 @@ another shape: must fail); "buckets" (rank 1 another bucket_mb: must fail); "cra
 raises at step 5) and "kill" (rank 1 SIGKILLs itself at step 5): every rank must end, non-zero.
 Rank 0 writes the parameters (and, for zero, the state bytes per rank) to OUT (.npz through
 tinytorch._atomic)."""
+import contextlib
 import io
 import os
 import signal
@@ -99,13 +104,22 @@ def main(out, mode, model_name):
                 os.kill(os.getpid(), signal.SIGKILL)  # rank 0 waits in a collective
             raise RuntimeError("injected failure on rank 1")
         opt.zero_grad()
-        if mode.startswith("nosync"):
+        if mode.startswith("nosync") or mode == "twice":
             half = len(idx) // 2
-            with ddp.no_sync():
+            sync = contextlib.nullcontext() if mode == "twice" else ddp.no_sync()
+            with sync:
                 (loss_fn(ddp(inputs(model_name, X[idx[:half]])), Y[idx[:half]]) * 0.5).backward()
             (loss_fn(ddp(inputs(model_name, X[idx[half:]])), Y[idx[half:]]) * 0.5).backward()
         else:
             loss_fn(ddp(inputs(model_name, X[idx])), Y[idx]).backward()
+        if mode == "plain" and dist.world_size() > 1:
+            # the hooks packed every gradient, times 1/N, into its bucket during backward
+            flat = np.concatenate(ddp.bucket_buffers)
+            want = np.concatenate([np.ravel(p.grad) * 0.5 for b in ddp.buckets for p in b])
+            assert np.array_equal(flat, want), "backward did not pack the gradients into the buckets"
+        if mode == "halved":
+            for p in trainable:
+                p.grad = p.grad * 0.5
         if mode != "skip" and not mode.startswith("zero"):  # ZeRO reduces the gradients itself
             ddp.sync_gradients()
             # the averaged grads live in the buckets' buffers, the same arrays every step

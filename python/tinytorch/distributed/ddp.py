@@ -6,14 +6,18 @@ hash all-gathered, so different ``bucket_mb`` on two ranks is an error, not a de
 bucket plan (trainable parameters in reverse order, the order backward finishes them, cut into
 flat buckets of about ``bucket_mb`` MB of one dtype), and the two ways to average:
 
+  * every trainable parameter gets a post-accumulate-grad hook (autograd.py): as soon as its
+    gradient is final in a backward, the hook copies it, times 1/N, into its place in its
+    bucket's flat buffer (one pass, while the gradient is still in cache), so after a backward
+    ``sync_gradients()`` is an identity check per parameter and the all-reduces;
   * ``overlap=False``: ``sync_gradients()`` (after backward, before ``optimizer.step()``) packs
-    each bucket into a flat array and all-reduces it, one blocking ``Allreduce`` per bucket;
-  * ``overlap=True``: a post-accumulate-grad hook on every trainable parameter (autograd.py)
-    counts the bucket's final gradients during backward; once a bucket is complete, and every
-    bucket before it has started (so all ranks start them in one order), it is packed and a
-    non-blocking ``Iallreduce`` starts while backward goes on with earlier layers. Each hook
-    call also tests the requests in flight (Open MPI progresses non-blocking collectives only
-    inside MPI calls). ``sync_gradients()`` starts what is left and waits.
+    what no hook packed (unused parameters count as zeros) and all-reduces each bucket, one
+    blocking ``Allreduce`` per bucket;
+  * ``overlap=True``: once a bucket is complete, and every bucket before it has started (so all
+    ranks start them in one order), a non-blocking ``Iallreduce`` starts while backward goes on
+    with earlier layers. Each hook call also tests the requests in flight (Open MPI progresses
+    non-blocking collectives only inside MPI calls). ``sync_gradients()`` starts what is left
+    and waits.
 
 Each bucket owns one flat buffer for the life of the wrapper, allocated and touched once at
 wrap time: an ``Allreduce`` on a fresh array each step paid for first-touch page faults and the
@@ -21,25 +25,32 @@ MPI transport's handling of new memory (a 3.3 MB bucket on 2 ranks: 5.7 ms fresh
 reused, raw ``Allreduce`` 0.6 ms). Packing scales by 1/N in the same pass (exact for N a power
 of two), so no pass divides afterwards; the averaged gradients are left in ``.grad`` as views of
 the buffer (PyTorch's ``gradient_as_bucket_view``): a ``.grad`` array kept from one step is
-overwritten by the next synchronised step (copy it to keep it). Both modes give the same bits. Frozen parameters
-are skipped; a missing ``.grad`` counts as zeros so every rank's buffers match; ``no_sync()``
-accumulates locally (hooks do nothing inside it), and the next synchronised backward averages
-the accumulated sums.
+overwritten by the next synchronised step (copy it to keep it). The hook leaves ``.grad`` the
+engine's own array until ``sync_gradients()``, so a second backward before it (without
+``no_sync``, overlap off) accumulates as usual and its hook packs the sum again. Both modes give
+the same bits. A ``.grad`` replaced after backward is packed again by ``sync_gradients()``; one
+changed in place after backward is not seen (as in PyTorch, whose DDP reduces during backward):
+clip or unscale after ``sync_gradients()``. Frozen parameters are skipped; a missing ``.grad``
+counts as zeros so every rank's buffers match; ``no_sync()`` accumulates locally (hooks do nothing inside it), and the
+next synchronised backward averages the accumulated sums.
 
 What it assumes: every rank wraps the same model (checked at wrap time) and runs the same
 backward; the collectives are process_group.py's (mpi4py; without it the world is one process
 and averaging is the identity); overlap relies on autograd's post-accumulate-grad hooks
-(``register_post_accumulate_grad_hook``).
+(``register_post_accumulate_grad_hook``) for packing in both modes.
 """
 from __future__ import annotations
 
 import contextlib
+import operator
 
 import numpy as np
 
 from . import process_group as _pg
 
 __all__ = ["DistributedDataParallel"]
+
+_UNPACKED = object()  # no gradient packed yet in this pass (None is a gradient: zeros)
 
 
 class DistributedDataParallel:
@@ -87,9 +98,21 @@ class DistributedDataParallel:
         self._bucket_of = {id(p): i for i, b in enumerate(self.buckets) for p in b}
         # one buffer per bucket for the wrapper's life, touched now (zeros) so no step faults it in
         self._flats = [np.zeros(sum(p.data.size for p in b), dtype=b[0].data.dtype) for b in self.buckets]
+        self._views = {}  # id(p) -> p's place in its bucket's buffer, shaped like p
+        for bucket, flat in zip(self.buckets, self._flats):
+            off = 0
+            for p in bucket:
+                self._views[id(p)] = flat[off:off + p.data.size].reshape(p.data.shape)
+                off += p.data.size
+        self._scale = 1.0 / _pg.world_size()
+        # parameters and their views in bucket order; bucket i's start at _param_start[i]
+        self._order = [p for b in self.buckets for p in b]
+        self._order_views = [self._views[id(p)] for p in self._order]
+        self._position = {id(p): k for k, p in enumerate(self._order)}
+        self._param_start = [int(k) for k in np.cumsum([0] + [len(b) for b in self.buckets])]
         self._reset_pass()
         self._hook_handles = []
-        if overlap and _pg.world_size() > 1:
+        if _pg.world_size() > 1:
             for p in self._trainable:
                 self._hook_handles.append(p.register_post_accumulate_grad_hook(self._grad_ready))
 
@@ -139,26 +162,23 @@ class DistributedDataParallel:
 
     # ------------------------------------------------------------------ one pass
     def _reset_pass(self) -> None:
-        self._ready = [set() for _ in self.buckets]  # ids of parameters whose grad is final
+        self._packed = [_UNPACKED] * len(self._order)  # per position: the .grad packed this pass
+        self._count = [0] * len(self.buckets)  # parameters packed per bucket in this pass
         self._next = 0  # the next bucket to start (buckets start in index order on every rank)
         self._requests = []
 
-    def _pack(self, i: int) -> np.ndarray:
-        """Bucket i's gradients, each times 1/N, into its flat buffer (one pass)."""
-        flat, scale = self._flats[i], 1.0 / _pg.world_size()
-        off = 0
-        for p in self.buckets[i]:
-            k = p.data.size
-            part = flat[off:off + k]
-            if p.grad is None:
-                part[:] = 0
-            else:  # (a .grad that is already this view is scaled in place: same positions)
-                np.multiply(np.asarray(p.grad).reshape(-1), scale, out=part, casting="unsafe")
-            off += k
-        return flat
+    def _pack(self, p) -> None:
+        """p's gradient, times 1/N, into its place in its bucket's buffer (one pass)."""
+        view, g = self._views[id(p)], p.grad
+        if g is None:
+            view.fill(0)
+        elif g is view:  # the averaged gradient of an earlier sync: scaled in place
+            np.multiply(view, self._scale, out=view)
+        else:
+            np.multiply(np.asarray(g).reshape(view.shape), self._scale, out=view, casting="unsafe")
 
     def _start(self, i: int) -> None:
-        req = _pg.iall_reduce_sum(self._pack(i))
+        req = _pg.iall_reduce_sum(self._flats[i])
         if req is not None:
             self._requests.append(req)
 
@@ -167,12 +187,18 @@ class DistributedDataParallel:
         if not self._sync:
             return
         i = self._bucket_of[id(p)]
-        if i < self._next or id(p) in self._ready[i]:
+        if i < self._next:
             raise RuntimeError("DistributedDataParallel(overlap=True): a gradient changed after its bucket's "
                                "all-reduce started (two backward passes before sync_gradients()? run all but "
                                "the last inside ddp.no_sync())")
-        self._ready[i].add(id(p))
-        while self._next < len(self.buckets) and len(self._ready[self._next]) == len(self.buckets[self._next]):
+        self._pack(p)
+        k = self._position[id(p)]
+        if self._packed[k] is _UNPACKED:
+            self._count[i] += 1
+        self._packed[k] = p.grad
+        if not self.overlap:
+            return
+        while self._next < len(self.buckets) and self._count[self._next] == len(self.buckets[self._next]):
             self._start(self._next)
             self._next += 1
         if self._requests:
@@ -182,10 +208,20 @@ class DistributedDataParallel:
     def sync_gradients(self) -> None:
         """Average every trainable parameter's ``.grad`` over all ranks (with ``overlap``:
         start the buckets backward has not started, then wait for all)."""
-        n = _pg.world_size()
-        if not self._sync or n == 1:
+        if not self._sync or self._scale == 1.0:  # world size 1: nothing to average
             return
         try:
+            # .grad becomes its view now (the reductions below average the views in place); a
+            # started bucket's hooks packed it, the rest are checked for what no hook packed (an
+            # unused parameter, no backward since the last sync, a .grad replaced after backward)
+            start, order = self._param_start[self._next], self._order
+            packed = self._packed
+            if not all(map(operator.is_, [p.grad for p in order[start:]], packed[start:])):
+                for p, g in zip(order[start:], packed[start:]):
+                    if g is not p.grad:
+                        self._pack(p)
+            for p, view in zip(order, self._order_views):
+                p.grad = view
             if self.overlap:
                 while self._next < len(self.buckets):
                     self._start(self._next)
@@ -194,13 +230,6 @@ class DistributedDataParallel:
                     from mpi4py import MPI
                     MPI.Request.Waitall(self._requests)
             else:
-                for i in range(len(self.buckets)):
-                    _pg.all_reduce(self._pack(i), "sum")
-            for bucket, flat in zip(self.buckets, self._flats):  # already averaged: views only
-                off = 0
-                for p in bucket:
-                    k = p.data.size
-                    p.grad = flat[off:off + k].reshape(p.data.shape)
-                    off += k
+                _pg.all_reduce_sum_buffers(self._flats)
         finally:
             self._reset_pass()

@@ -5,7 +5,8 @@ What this file owns: ``available``, ``init`` / ``is_initialized`` / ``finalize``
 ``all_gather``, ``reduce_scatter`` (in place or into a given array, zero-copy through the
 buffer protocol; a Tensor's ``.data`` is used), plus the helpers the rest of the package uses
 (``broadcast_object``, ``check_same``: the once-per-plan layout check, ``iall_reduce_sum``:
-the non-blocking sum ddp.py overlaps with backward; ``_comm`` stays this file's own).
+the non-blocking sum ddp.py overlaps with backward, ``all_reduce_sum_buffers``: its blocking
+sums over buffers checked once; ``_comm`` stays this file's own).
 
 What it assumes: mpi4py is imported lazily (``import tinytorch`` never loads MPI); without
 mpi4py, and not started by a launcher, this process is world size 1 and every collective is
@@ -249,6 +250,19 @@ def check_same(what: str, layout) -> None:
         raise RuntimeError(f"{what} differs across ranks: rank 0 and rank(s) {bad} disagree (this is "
                            f"rank {rank()}, its layout {mine[:300]}{'...' if len(mine) > 300 else ''}); "
                            "every rank must build the same model with the same options")
+
+
+def all_reduce_sum_buffers(arrays) -> None:
+    """Sum each of ``arrays`` (C-contiguous NumPy arrays a caller owns, such as DDP's bucket
+    buffers) over all ranks in place, one blocking ``Allreduce`` each, with no per-call checks:
+    the lean path for buffers checked once when they were made."""
+    c = _comm()
+    if c is None or c.Get_size() == 1:
+        return
+    from mpi4py import MPI
+    allreduce, in_place, total = c.Allreduce, MPI.IN_PLACE, MPI.SUM
+    for arr in arrays:
+        allreduce(in_place, arr, op=total)
 
 
 def iall_reduce_sum(arr: np.ndarray):
