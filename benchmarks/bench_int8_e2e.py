@@ -4,7 +4,8 @@
                    (tinytorch.extensions.tinyverse.generate_tinytalks, seed 0) for --steps AdamW
                    steps on the first 90% of its text; then copied, and the copy quantized with
                    core.quantization.quantize_model (every Linear: attention projections, MLP and
-                   lm_head -> QuantizedLinear on the runtime's INT8 GEMM). Reported: the loss on
+                   lm_head -> QuantizedLinear on the runtime's INT8 GEMM), once with 8-bit and
+                   once with reduce_range (7-bit) activations. Reported: the loss on
                    the held-out last 10% of the text, float32 vs int8, and greedy decoding with
                    the KV cache (GPT.generate(use_cache=True)), tokens/s float32 vs int8.
   GPT, GPT-2 width the same comparison of decoding speed at GPT-2 small's width (768, 12 heads,
@@ -98,15 +99,27 @@ def decode_rate(model, prompt, new_tokens, repeats):
     return new_tokens / statistics.median(times), out
 
 
-def gpt_rows(model, prompt, new_tokens, repeats):
+RR = {False: "", True: " reduce_range"}
+
+
+def quantized_copy(model, reduce_range):
     q = copy.deepcopy(model)
-    replaced = quantize_model(q)
+    return q, quantize_model(q, reduce_range=reduce_range)
+
+
+def gpt_rows(model, prompt, new_tokens, repeats):
+    """Decoding of the float32 model and of its int8 copies (8-bit and reduce_range
+    activations): (copies, replaced names, float32 tokens/s, per copy: tokens/s, share of greedy
+    tokens equal to float32's, the path its int8 calls ran)."""
+    copies = {rr: quantized_copy(model, rr) for rr in (False, True)}
     r32, out32 = decode_rate(model, prompt, new_tokens, repeats)
-    r8, out8 = decode_rate(q, prompt, new_tokens, repeats)
-    q.generate(prompt, 1, temperature=0.0, use_cache=True)
-    path = acceleration.last_path()
-    same = float(np.mean(out32[0, prompt.shape[1]:] == out8[0, prompt.shape[1]:]))
-    return q, replaced, r32, r8, same, path
+    rows = {}
+    for rr, (q, _) in copies.items():
+        r8, out8 = decode_rate(q, prompt, new_tokens, repeats)
+        q.generate(prompt, 1, temperature=0.0, use_cache=True)
+        same = float(np.mean(out32[0, prompt.shape[1]:] == out8[0, prompt.shape[1]:]))
+        rows[rr] = (r8, same, acceleration.last_path())
+    return {rr: q for rr, (q, _) in copies.items()}, copies[False][1], r32, rows
 
 
 def cnn_rows(epochs, say):
@@ -130,12 +143,13 @@ def cnn_rows(epochs, say):
         with no_grad():
             logits = m(Tensor(x_val)).data
         return float(np.mean(logits.argmax(1) == np.asarray(y_val)))
-    q = copy.deepcopy(model)
-    replaced = quantize_model(q)
-    acc32, acc8 = accuracy(model), accuracy(q)
-    path = acceleration.last_path()
-    say(f"  CNN: accuracy float32 {acc32:.4f}, int8 {acc8:.4f} ({replaced}, {path})")
-    return acc32, acc8, replaced, path, model_size_bytes(model), model_size_bytes(q)
+    acc32, rows = accuracy(model), {}
+    for rr in (False, True):
+        q, replaced = quantized_copy(model, rr)
+        rows[rr] = (accuracy(q), acceleration.last_path(), model_size_bytes(q))
+        say(f"  CNN: accuracy float32 {acc32:.4f}, int8{' rr' if rr else ''} {rows[rr][0]:.4f} "
+            f"({replaced}, {rows[rr][1]})")
+    return acc32, rows, replaced, model_size_bytes(model)
 
 
 def main():
@@ -154,51 +168,59 @@ def main():
         say("GPT on TinyTalks:")
         model, tok, held, context, corpus_bytes = train_gpt(args.steps, say)
         prompt = np.array([tok.encode("Q: What is a cache?\nA:")], dtype=np.int64)
-        q, replaced, r32, r8, same, path = gpt_rows(model, prompt, args.new_tokens, args.repeats)
+        qs, replaced, r32, rows = gpt_rows(model, prompt, args.new_tokens, args.repeats)
         l32 = heldout_loss(model, held, context, tok.vocab_size)
-        l8 = heldout_loss(q, held, context, tok.vocab_size)
-        say(f"  held-out loss float32 {l32:.4f}, int8 {l8:.4f}; decode {r32:.0f} vs {r8:.0f} tokens/s ({path})")
+        losses = {rr: heldout_loss(q, held, context, tok.vocab_size) for rr, q in qs.items()}
+        for rr, (r8, same, path) in rows.items():
+            say(f"  held-out loss float32 {l32:.4f}, int8{RR[rr]} {losses[rr]:.4f}; decode {r32:.0f} vs "
+                f"{r8:.0f} tokens/s ({path})")
         body += ["## GPT on TinyTalks (trained here)", "",
                  f"Character GPT, width 128, 2 blocks, 4 heads, trained {args.steps} AdamW steps "
                  f"(batch 16 x {context}) on the first 90% of TinyTalks ({corpus_bytes:,} bytes, seed 0); "
-                 f"quantize_model replaced {len(replaced)} Linear layers; greedy decoding of "
+                 f"quantize_model replaced {len(replaced)} Linear layers (8-bit activations, and "
+                 "reduce_range=True: 7-bit, as PyTorch's dynamic Linear); greedy decoding of "
                  f"{args.new_tokens} tokens with the KV cache, median of {args.repeats}.", ""]
-        body += C.table(["model", "held-out loss", "decode tokens/s", "bytes (model_size_bytes)"],
-                        [["float32", f"{l32:.4f}", f"{r32:.0f}", model_size_bytes(model)],
-                         ["int8 (quantize_model)", f"{l8:.4f} ({100 * (l8 - l32) / l32:+.2f}%)",
-                          f"{r8:.0f} ({r8 / r32:.2f}x)", model_size_bytes(q)]])
-        body += ["", f"Greedy tokens identical to float32's at {100 * same:.0f}% of positions; "
-                 f"the int8 calls ran `{path}`.", ""]
+        body += C.table(["model", "held-out loss", "decode tokens/s", "greedy tokens as float32's",
+                         "int8 path", "bytes (model_size_bytes)"],
+                        [["float32", f"{l32:.4f}", f"{r32:.0f}", "", "", model_size_bytes(model)]] +
+                        [[f"int8 (quantize_model{', reduce_range=True' if rr else ''})",
+                          f"{losses[rr]:.4f} ({100 * (losses[rr] - l32) / l32:+.2f}%)",
+                          f"{r8:.0f} ({r8 / r32:.2f}x)", f"{100 * same:.0f}%", f"`{path}`",
+                          model_size_bytes(qs[rr])] for rr, (r8, same, path) in rows.items()])
+        body.append("")
 
         say("GPT at GPT-2 small width:")
         manual_seed(0)
         wide = GPT(tok.vocab_size, embed_dim=768, num_layers=args.wide_layers, num_heads=12, max_seq_len=256)
         wide.eval()
-        _, wreplaced, w32, w8, wsame, wpath = gpt_rows(wide, prompt, args.new_tokens, args.repeats)
+        _, wreplaced, w32, wrows = gpt_rows(wide, prompt, args.new_tokens, args.repeats)
         with acceleration.use_native(False):  # float32 on NumPy / OpenBLAS throughout
             wblas, _ = decode_rate(wide, prompt, args.new_tokens, args.repeats)
-        say(f"  decode {w32:.1f} (NumPy/OpenBLAS {wblas:.1f}) vs {w8:.1f} tokens/s ({wpath})")
+        for rr, (w8, _, wpath) in wrows.items():
+            say(f"  decode {w32:.1f} (NumPy/OpenBLAS {wblas:.1f}) vs int8{RR[rr]} {w8:.1f} tokens/s ({wpath})")
         body += ["## GPT at GPT-2 small width (untrained)", "",
                  f"Width 768, 12 heads, {args.wide_layers} blocks (GPT-2 small has 12), character "
                  f"vocabulary; {len(wreplaced)} Linear layers quantized; greedy decoding of {args.new_tokens} "
                  "tokens with the KV cache (M = 1 per Linear call). Our float32 M = 1 Linear runs "
-                 "tt_sgemm, which packs the whole weight on every call; the second row runs every "
-                 "op of the float32 model on NumPy / OpenBLAS (its GEMV reads the weight in place) "
-                 "for a fairer float32 baseline.", ""]
-        body += C.table(["model", "decode tokens/s"],
-                        [["float32 (runtime kernels)", f"{w32:.1f}"],
-                         ["float32 (NumPy / OpenBLAS, use_native(False))", f"{wblas:.1f}"],
-                         ["int8 (quantize_model)", f"{w8:.1f} ({w8 / w32:.2f}x runtime float32, "
-                                                   f"{w8 / wblas:.2f}x NumPy float32)"]])
+                 "tt_sgemm's row-vector path (the weight read in place); the second row runs every "
+                 "op of the float32 model on NumPy / OpenBLAS (its GEMV) as a second float32 baseline.", ""]
+        body += C.table(["model", "decode tokens/s", "int8 path"],
+                        [["float32 (runtime kernels)", f"{w32:.1f}", ""],
+                         ["float32 (NumPy / OpenBLAS, use_native(False))", f"{wblas:.1f}", ""]] +
+                        [[f"int8 (quantize_model{', reduce_range=True' if rr else ''})",
+                          f"{w8:.1f} ({w8 / w32:.2f}x runtime float32, {w8 / wblas:.2f}x NumPy float32)",
+                          f"`{wpath}`"] for rr, (w8, _, wpath) in wrows.items()])
         body.append("")
 
         say("CNN (milestone 04):")
-        acc32, acc8, creplaced, cpath, b32, b8 = cnn_rows(args.epochs, say)
+        acc32, crows, creplaced, b32 = cnn_rows(args.epochs, say)
         body += ["## Milestone 04 CNN on the digits", "",
                  f"LeNet-style network (milestones/04_1998_cnn/lenet.py), Adam, {args.epochs} epochs; "
-                 f"quantize_model replaced {creplaced} (the convolutions stay float32); `{cpath}`.", ""]
-        body += C.table(["model", "validation accuracy", "bytes"],
-                        [["float32", f"{acc32:.4f}", b32], ["int8", f"{acc8:.4f} ({acc8 - acc32:+.4f})", b8]])
+                 f"quantize_model replaced {creplaced} (the convolutions stay float32).", ""]
+        body += C.table(["model", "validation accuracy", "int8 path", "bytes"],
+                        [["float32", f"{acc32:.4f}", "", b32]] +
+                        [[f"int8{RR[rr]}", f"{a8:.4f} ({a8 - acc32:+.4f})", f"`{p8}`", b8]
+                         for rr, (a8, p8, b8) in crows.items()])
     C.write_report(args.report, "INT8 inference end to end", body, threads=args.threads)
 
 
