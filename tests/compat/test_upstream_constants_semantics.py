@@ -244,7 +244,7 @@ def test_accumulation_steps_must_be_positive():
                batch_size=2, accumulation_steps=0)
 
 
-def test_transpose_upstream_two_axis_form_and_the_documented_default():
+def test_transpose_upstream_two_axis_form_and_the_argument_free_default():
     import torch
     x = np.random.default_rng(0).standard_normal((2, 3, 5)).astype(np.float32)
     t = Tensor(x, requires_grad=True)
@@ -255,5 +255,6 @@ def test_transpose_upstream_two_axis_form_and_the_documented_default():
     xs = torch.tensor(x, requires_grad=True)
     (xs.transpose(-2, -1) * torch.tensor(g)).sum().backward()
     np.testing.assert_array_equal(t.grad, xs.grad.numpy())
-    assert Tensor(x).transpose().shape == (5, 3, 2)  # here: all axes reversed (docs/compat.md)
-    assert Tensor(x[0]).transpose().shape == (5, 3)  # 2-D: the same in both
+    assert Tensor(x).transpose().shape == (2, 5, 3)  # no arguments: the last two (upstream's)
+    assert Tensor(x).T.shape == (5, 3, 2)  # .T reverses all axes (NumPy's)
+    assert Tensor(x[0]).transpose().shape == Tensor(x[0]).T.shape == (5, 3)  # 2-D: the same

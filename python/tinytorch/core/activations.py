@@ -9,6 +9,8 @@ and the other methods call the same Functions, so they need neither this file no
 
 GELU: ``approximate="tanh"`` (the default here, so the fused kernels and the core agree)
 goes through ``acceleration.bias_gelu``; ``approximate="none"`` is the exact erf form.
+``GELUFunction`` is upstream TinyTorch's name at this path: the tanh GELU Function itself,
+which upstream code may also build as a node, ``GELUFunction(x).backward(grad_output)``.
 
 What it assumes: the Functions of activation_ops.py do all the arithmetic (this file adds
 none); ``Layer`` (layers.py) and ``Tensor`` (tensor.py), whose constructor turns a
@@ -23,7 +25,8 @@ from .layers import Layer
 from .tensor import Tensor
 
 __all__ = ["ReLU", "Sigmoid", "Tanh", "GELU", "SiLU", "Softmax", "LogSoftmax",
-           "relu", "sigmoid", "tanh", "gelu", "silu", "softmax", "log_softmax", "erf"]
+           "relu", "sigmoid", "tanh", "gelu", "silu", "softmax", "log_softmax", "erf",
+           "GELUFunction"]
 
 
 def _t(x):
@@ -125,6 +128,35 @@ class GELU(Layer):
     def extra_repr(self):
         """``approximate='tanh'`` (or ``'none'``), shown in repr()."""
         return f"approximate={self.approximate!r}"
+
+
+class GELUFunction(GELUTanhFunction):
+    """Upstream TinyTorch's GELU Function: this package's tanh GELU (``GELUTanhFunction``,
+    the same forward and backward; upstream's is ``x * sigmoid(1.702 x)``, see
+    docs/compat.md), also in upstream's node form.
+
+    ``GELUFunction.apply(x)`` is ``gelu(x)``. ``GELUFunction(x)`` builds the node around the
+    input as upstream's autograd does (``node.inputs``); its ``backward(grad_output)``
+    returns one gradient per input, ``(grad_x,)``, as upstream's does.
+
+    Args:
+        inputs: the input, a Tensor or array-like (upstream's node form); nothing when
+            ``apply`` builds the node.
+    """
+
+    def __init__(self, *inputs):
+        self.inputs = inputs
+        if inputs:
+            (x,) = inputs
+            self.forward(_t(x).data)  # saves what backward reads, as apply's forward does
+
+    def backward(self, grad_output):
+        """``(grad_output * GELU'(x),)``: the tanh GELU's gradient, as a one-element tuple.
+
+        Args:
+            grad_output: d loss / d output, an array of the output's shape.
+        """
+        return (super().backward(grad_output),)
 
 
 class SiLU(Layer):

@@ -197,8 +197,8 @@ class Tensor:
 
     @property
     def T(self):
-        """All axes reversed, with gradient (``transpose()`` with no arguments)."""
-        return self.transpose()
+        """All axes reversed, with gradient (NumPy's ``.T``; PyTorch's for 2-D)."""
+        return Permute.apply(self, perm=tuple(range(self.data.ndim - 1, -1, -1)))
 
     def __len__(self):
         if self.data.ndim == 0:
@@ -467,15 +467,31 @@ class Tensor:
         s, e = start_dim % len(shape), end_dim % len(shape)
         return self.reshape(shape[:s] + (int(np.prod(shape[s:e + 1])),) + shape[e + 1:])
 
-    def transpose(self, *axes):
-        """No axes: reverse all (``.T``). Two ints (PyTorch): swap those two axes.
-        One tuple/list (NumPy): a full permutation."""
+    def transpose(self, *axes, dim0=None, dim1=None):
+        """Two axes (PyTorch's ``transpose(dim0, dim1)``, also by keyword): swap them. No
+        axes: swap the last two (upstream TinyTorch's default, e.g. ``K.transpose()`` of a
+        (B, H, T, D) key; a 0-D or 1-D tensor keeps its shape); for 2-D the same as ``.T``,
+        which reverses all axes. One tuple/list (NumPy): a full permutation. With gradient.
+
+        Args:
+            axes: none, two axes to swap, or one permutation (tuple or list).
+            dim0: first axis to swap, by keyword (with ``dim1``).
+            dim1: second axis to swap, by keyword (with ``dim0``).
+        """
         nd = self.data.ndim
+        if dim0 is not None or dim1 is not None:
+            if axes or dim0 is None or dim1 is None:
+                raise TypeError("transpose: give both dim0 and dim1, or neither")
+            axes = (dim0, dim1)
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             return self.permute(tuple(axes[0]))
         if len(axes) == 0:
-            perm = tuple(range(nd - 1, -1, -1))
-        elif len(axes) == 2:
+            # PyTorch has no argument-free form, so upstream's meaning conflicts with no
+            # PyTorch code; NumPy's (reverse all) stays available as .T
+            if nd < 2:
+                return Permute.apply(self, perm=tuple(range(nd)))
+            axes = (-2, -1)
+        if len(axes) == 2:
             if not all(-nd <= int(x) < nd for x in axes):
                 raise ValueError(f"transpose: axes {axes} are out of range for shape {self.data.shape}")
             a, b = (int(x) % nd for x in axes)
