@@ -45,7 +45,8 @@ def pack_for(lib, weight_q, packs, reduce_range=False):
     """(address, bytes) of the pack of ``weight_q`` for the INT8 kernel the runtime picks now
     (tt_qgemm_kernel_for the pack's flags: avx2_u7 for 7-bit packs on AVX2), made once and kept
     in the layer's ``packs`` dict (pack_key -> (buffer, offset, bytes)); a buffer that lost its
-    64-byte alignment (a copy of the layer) is packed again. ``lib`` is the runtime library."""
+    64-byte alignment (a copy of the layer) is packed again. ``lib`` is the runtime library;
+    ``reduce_range`` asks for a 7-bit pack (TT_QGEMM_REDUCE_RANGE)."""
     flags = _REDUCE_RANGE if reduce_range else 0
     kernel = lib.tt_qgemm_kernel_for(flags) if reduce_range else lib.tt_qgemm_kernel_active()
     key = pack_key(kernel, reduce_range)

@@ -426,7 +426,7 @@ def quantize_rows(x, reduce_range=False):
 
 def quantized_pack(weight_q, packs, reduce_range=False):
     """Nothing to pack: NumPy multiplies the (K, N) int8 ``weight_q`` as it is (``packs``
-    stays empty)."""
+    stays empty; ``reduce_range`` changes nothing here: it is the activations' range)."""
     return None
 
 
