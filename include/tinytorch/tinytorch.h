@@ -147,7 +147,9 @@ TT_API const char *tt_isa_env_error(void);
  * schedule (reductions add per-chunk partial sums in chunk order). After a call that
  * waited over 1 ms for a preempted worker, later calls run on the caller alone for a short
  * back-off period (8 times the wait, at least 1 ms, doubling while stalls recur, up to
- * 1 s, fading after clean parallel calls; TINYTORCH_THREAD_BACKOFF=0 turns it off).
+ * 1 s, fading after clean parallel calls; TINYTORCH_THREAD_BACKOFF=0 turns it off); a
+ * GEMM called during a back-off is cut into the chunk grid of one thread, since it will run
+ * alone.
  * Small problems run on the caller alone (each kernel family's rule is in
  * runtime/core/config.h). A kernel called from inside a chunk, or from a second thread
  * while the pool is busy, runs on its calling thread alone. Idle workers spin for

@@ -34,6 +34,11 @@ namespace tt {
 using ChunkFn = void (*)(void *ctx, int64_t chunk, int slot);
 void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx);
 
+/* nt, or 1 while the pool is in a back-off (its calls will run on their caller alone): a
+ * kernel that shapes its work by its thread count (the GEMM's chunk grid) asks first, so a
+ * call that will run alone is cut as on one thread. */
+int threads_now(int nt);
+
 /* Threads the kernels should use (1..TT_MAX_THREADS, within OMP_THREAD_LIMIT). */
 int num_threads();
 

@@ -310,6 +310,17 @@ int num_threads() {
     return limit > 0 && n > limit ? (int)limit : n;
 }
 
+int threads_now(int nt) {
+    if (nt <= 1) return nt;
+    Pool &p = pool();
+    if (!p.backoff_enabled || t_inside) return nt;
+    std::unique_lock<std::mutex> owner(p.submit, std::try_to_lock);
+    if (!owner.owns_lock()) return nt;  // another thread's call is running: run_chunks decides
+    if (now_us() >= p.solo_until_us) return nt;
+    p.stat[BACKED_OFF].fetch_add(1);
+    return 1;
+}
+
 void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx) {
     if (chunks <= 0) return;
     Pool &p = pool();

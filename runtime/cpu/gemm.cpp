@@ -531,6 +531,10 @@ tt_status run_gemm_panels(const GemmArgs &g, const GemmMicroKernel *uk, int thre
     /* The narrow path splits rows (two per kernel call), not tiles. */
     if (use_narrow(g, uk)) return run_narrow(g, uk, (int)std::min<int64_t>(nt, ceil_div(g.M, 2)));
     if (nt > tiles) nt = (int)tiles;
+    /* A call the pool will run alone (a back-off after a stall) is cut as on one thread: the
+     * finer grid of nt threads repacks A more often, and run by one thread it measured about
+     * 1.1x the one-thread time (N = 256 beside one busy core of two). */
+    nt = tt::threads_now(nt);
     float *packed_b = tls_pack_b.reserve(b_floats);
     if (packed_b == nullptr) return TT_ERR_OUT_OF_MEMORY;
     return run_blocked(g, b, packed_b, a_floats, nt) ? TT_OK : TT_ERR_OUT_OF_MEMORY;
