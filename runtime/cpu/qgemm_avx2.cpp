@@ -53,12 +53,7 @@ void tile(int64_t kgroups, const uint8_t *a, int64_t a_stride, const int8_t *b, 
 
 void qgemm_ukernel_avx2(int64_t kgroups, const uint8_t *a, int64_t a_stride, int rows,
                         const int8_t *b, int32_t *acc) {
-    switch (rows) {
-        case 1: return tile<1>(kgroups, a, a_stride, b, acc);
-        case 2: return tile<2>(kgroups, a, a_stride, b, acc);
-        case 3: return tile<3>(kgroups, a, a_stride, b, acc);
-        default: return tile<4>(kgroups, a, a_stride, b, acc);
-    }
+    tt::with_tile_rows<MR>(rows, [&](auto r) { tile<decltype(r)::value>(kgroups, a, a_stride, b, acc); });
 }
 
 }  // namespace
