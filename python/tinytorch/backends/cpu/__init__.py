@@ -16,7 +16,7 @@ Routing rule (which calls run here):
     storage, float32 products and sums, result rounded to float16. NumPy has no BLAS for
     float16, so this is what makes float16 training usable.
   * attention -- float32 q, k, v (v as wide as q), no mask, at least
-    NATIVE_MIN_ATTENTION_WORK multiply-adds: tt_attention_forward / _backward (FlashAttention:
+    NATIVE_MIN_ATTENTION_WORK multiply-adds (0: every size): tt_attention_forward / _backward (FlashAttention:
     tiled, online softmax). Batch dims are folded into the runtime's [batch][heads] with
     strides (broadcast and transposed-head layouts need no copy).
   * layer norm, softmax, log-softmax (forward and backward) -- over the last axis of a
