@@ -125,13 +125,21 @@ def test_pack_for_another_isa_is_refused_not_run():
         assert st == 2 and b"aligned" in lib.tt_last_error()
 
 
-def test_runtime_and_numpy_quantize_rows_identically():
-    rng = np.random.default_rng(7)
+def awkward_rows(seed):
+    """41 x 333 float32 rows of scales 0.01-100 with the quantization's edge cases: row 0 all
+    positive (zero point 0), row 1 all negative (zero point qmax), row 2 all zero (scale 1),
+    row 3 with ties (round half to even)."""
+    rng = np.random.default_rng(seed)
     x = (rng.standard_normal((41, 333)) * rng.uniform(0.01, 100, (41, 1))).astype(np.float32)
-    x[0] = np.abs(x[0])   # all positive: zero point 0
-    x[1] = -np.abs(x[1])  # all negative: zero point 255
-    x[2] = 0.0            # all zero: scale 1
-    x[3, ::2] = 0.5       # ties to round half to even
+    x[0] = np.abs(x[0])
+    x[1] = -np.abs(x[1])
+    x[2] = 0.0
+    x[3, ::2] = 0.5
+    return x
+
+
+def test_runtime_and_numpy_quantize_rows_identically():
+    x = awkward_rows(7)
     q, s, z = acc.quantize_rows(x)
     assert acc.last_path() == "native:qgemm_quantize_rows"
     q2, s2, z2 = numpy_fallback.quantize_rows(x)
@@ -357,12 +365,7 @@ def test_avx2_u7_pack_without_the_flag_is_refused():
 
 
 def test_reduce_range_quantize_rows_bytes_equal_in_runtime_and_numpy():
-    rng = np.random.default_rng(8)
-    x = (rng.standard_normal((41, 333)) * rng.uniform(0.01, 100, (41, 1))).astype(np.float32)
-    x[0] = np.abs(x[0])   # all positive: zero point 0
-    x[1] = -np.abs(x[1])  # all negative: zero point 127
-    x[2] = 0.0            # all zero: scale 1
-    x[3, ::2] = 0.5       # ties to round half to even
+    x = awkward_rows(8)
     q, s, z = acc.quantize_rows(x, reduce_range=True)
     assert acc.last_path() == "native:qgemm_quantize_rows"
     q2, s2, z2 = numpy_fallback.quantize_rows(x, reduce_range=True)

@@ -31,8 +31,8 @@ engine's own array until ``sync_gradients()``, so a second backward before it (w
 the same bits. A ``.grad`` replaced after backward is packed again by ``sync_gradients()``; one
 changed in place after backward is not seen (as in PyTorch, whose DDP reduces during backward):
 clip or unscale after ``sync_gradients()``. Frozen parameters are skipped; a missing ``.grad``
-counts as zeros so every rank's buffers match; ``no_sync()`` accumulates locally (hooks do nothing inside it), and the
-next synchronised backward averages the accumulated sums.
+counts as zeros so every rank's buffers match; ``no_sync()`` accumulates locally (hooks do
+nothing inside it), and the next synchronised backward averages the accumulated sums.
 
 What it assumes: every rank wraps the same model (checked at wrap time) and runs the same
 backward; the collectives are process_group.py's (mpi4py; without it the world is one process
@@ -98,16 +98,16 @@ class DistributedDataParallel:
         self._bucket_of = {id(p): i for i, b in enumerate(self.buckets) for p in b}
         # one buffer per bucket for the wrapper's life, touched now (zeros) so no step faults it in
         self._flats = [np.zeros(sum(p.data.size for p in b), dtype=b[0].data.dtype) for b in self.buckets]
-        self._views = {}  # id(p) -> p's place in its bucket's buffer, shaped like p
+        self._scale = 1.0 / _pg.world_size()
+        # parameters in bucket order, each with its place in its bucket's buffer (shaped like
+        # it); bucket i's parameters start at position _param_start[i]
+        self._order = [p for b in self.buckets for p in b]
+        self._order_views = []
         for bucket, flat in zip(self.buckets, self._flats):
             off = 0
             for p in bucket:
-                self._views[id(p)] = flat[off:off + p.data.size].reshape(p.data.shape)
+                self._order_views.append(flat[off:off + p.data.size].reshape(p.data.shape))
                 off += p.data.size
-        self._scale = 1.0 / _pg.world_size()
-        # parameters and their views in bucket order; bucket i's start at _param_start[i]
-        self._order = [p for b in self.buckets for p in b]
-        self._order_views = [self._views[id(p)] for p in self._order]
         self._position = {id(p): k for k, p in enumerate(self._order)}
         self._param_start = [int(k) for k in np.cumsum([0] + [len(b) for b in self.buckets])]
         self._reset_pass()
@@ -167,9 +167,10 @@ class DistributedDataParallel:
         self._next = 0  # the next bucket to start (buckets start in index order on every rank)
         self._requests = []
 
-    def _pack(self, p) -> None:
-        """p's gradient, times 1/N, into its place in its bucket's buffer (one pass)."""
-        view, g = self._views[id(p)], p.grad
+    def _pack(self, p, k: int) -> None:
+        """p's gradient (p at position k), times 1/N, into its place in its bucket's buffer
+        (one pass)."""
+        view, g = self._order_views[k], p.grad
         if g is None:
             view.fill(0)
         elif g is view:  # the averaged gradient of an earlier sync: scaled in place
@@ -191,8 +192,8 @@ class DistributedDataParallel:
             raise RuntimeError("DistributedDataParallel(overlap=True): a gradient changed after its bucket's "
                                "all-reduce started (two backward passes before sync_gradients()? run all but "
                                "the last inside ddp.no_sync())")
-        self._pack(p)
         k = self._position[id(p)]
+        self._pack(p, k)
         if self._packed[k] is _UNPACKED:
             self._count[i] += 1
         self._packed[k] = p.grad
@@ -217,9 +218,9 @@ class DistributedDataParallel:
             start, order = self._param_start[self._next], self._order
             packed = self._packed
             if not all(map(operator.is_, [p.grad for p in order[start:]], packed[start:])):
-                for p, g in zip(order[start:], packed[start:]):
-                    if g is not p.grad:
-                        self._pack(p)
+                for k in range(start, len(order)):
+                    if packed[k] is not order[k].grad:
+                        self._pack(order[k], k)
             for p, view in zip(order, self._order_views):
                 p.grad = view
             if self.overlap:
