@@ -20,9 +20,10 @@ What one run measures:
      a backward (untimed: its hooks have packed each gradient x 1/N into its bucket's buffer, as in
      training; timed: what sync_gradients does then, the check that every gradient was packed,
      Allreduce per bucket and the .grad views) against mpi4py's raw ``Allreduce(IN_PLACE)`` of the
-     same bytes after the same untimed backward, as one buffer and as DDP's buckets, at bucket_mb 25 (one bucket) and at the
-     step runs' bucket size. Bandwidth = bytes / median time. The packing itself is part of the
-     backward, so it shows in the step rows of 1 and 3, not here.
+     same bytes after the same untimed backward, as one buffer and as DDP's buckets, at bucket_mb
+     25 (one bucket) and at the step runs' bucket size, the paths interleaved (one call of each
+     per round, --bw-iters x --rounds rounds). Bandwidth = bytes / median time. The packing
+     itself is part of the backward, so it shows in the step rows of 1 and 3, not here.
   3. overlap: the step rows of 1 (DDP off vs on, same buckets).
   4. scaling on paper: N = 2..64 hosts, ring all-reduce 2 (N-1)/N x bytes / bandwidth at 10 and
      100 Gbit/s (no latency term), against the measured per-rank compute of 1 (weak scaling:
@@ -208,7 +209,9 @@ def worker(args) -> None:
             one = np.ones(sum(layouts["25"]), dtype=np.float32)
             comm_fns["raw_one"] = lambda: comm.Allreduce(MPI.IN_PLACE, one, op=MPI.SUM)
             before["raw_one"] = bw_25.forward_backward
-            comm_ms = _synced_times(comm_fns, args.bw_iters, args.rounds, 3, comm, before)
+            # interleaved (one sample of each path per round): a shared host's drift over seconds
+            # then falls on every path alike (blocks of 40 per path moved the DDP/raw ratio by 0.4)
+            comm_ms = _synced_times(comm_fns, 1, args.bw_iters * args.rounds, 3, comm, before)
             result["models"][kind] = dict(
                 per_rank_batch=len(xs), bucket_mb=mb, grad_bytes=gradient_bytes(m_off),
                 buckets={k: v for k, v in layouts.items()}, step_ms=steps, opt_ms=opt_ms,
@@ -330,7 +333,7 @@ def report_body(args, local, mpi, s) -> list[str]:
              "times 1/N, into its bucket's persistent flat buffer as it became final): the check that every "
              "gradient was packed, a blocking Allreduce per bucket, .grad as views; `raw Allreduce` is mpi4py's "
              "`Allreduce(IN_PLACE)` on preallocated float32 buffers of the same sizes, timed after the same untimed "
-             "backward (right after a backward an all-reduce runs on cold caches: on one host the CNN's 36 KB took "
+             "backward, the paths interleaved (one call of each per round) (right after a backward an all-reduce runs on cold caches: on one host the CNN's 36 KB took "
              "3x as long as back to back). Bandwidth = bytes / "
              "median time (algorithm bandwidth; for N = 2 the ring's bus factor 2 (N-1)/N is 1).", "",
              "| model | bytes | buckets | path | median ms | p10-p90 ms | GB/s | raw / DDP time |",
@@ -412,7 +415,7 @@ def main():
     ap.add_argument("--steps", type=int, default=10, help="timed steps per row per round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps per row first")
-    ap.add_argument("--bw-iters", type=int, default=40, help="timed all-reduces per path per round")
+    ap.add_argument("--bw-iters", type=int, default=40, help="timed all-reduces per path per --rounds (interleaved: one of each path in turn)")
     ap.add_argument("--bucket-mb", type=float, default=None,
                     help="DDP bucket size for the step runs (default: a quarter of each model's gradients)")
     ap.add_argument("--timeout", type=float, default=420, help="seconds before the mpirun workers are killed")
