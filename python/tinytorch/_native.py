@@ -467,14 +467,27 @@ def has_fusion() -> bool:
     return lib is not None and all(getattr(lib, n, None) is not None for n in FUSION_SYMBOLS)
 
 
+_exports_seen = {}  # (id(lib), symbol group) -> bool, for the library loaded now
+
+
+def _exports(symbols) -> bool:
+    """True when the loaded library exports every name of ``symbols``. Asked once per call of
+    an INT8 layer (a decode token makes dozens), so the answer is kept per loaded library."""
+    key = (id(lib), symbols)
+    known = _exports_seen.get(key)
+    if known is None:
+        known = _exports_seen[key] = lib is not None and all(getattr(lib, n, None) is not None for n in symbols)
+    return known
+
+
 def has_qgemm() -> bool:
     """True when the loaded library exports every tt_qgemm_* function."""
-    return lib is not None and all(getattr(lib, n, None) is not None for n in QGEMM_SYMBOLS)
+    return _exports(QGEMM_SYMBOLS)
 
 
 def has_qgemm_reduce_range() -> bool:
     """True when the loaded library also exports the reduce_range (7-bit) tt_qgemm_* calls."""
-    return has_qgemm() and all(getattr(lib, n, None) is not None for n in QGEMM_REDUCE_RANGE_SYMBOLS)
+    return _exports(QGEMM_SYMBOLS) and _exports(QGEMM_REDUCE_RANGE_SYMBOLS)
 
 
 class FusedKernel:

@@ -91,6 +91,8 @@ and the switch and the report live in tinytorch.backends (re-exported here).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _native
@@ -98,6 +100,7 @@ from .. import backends as _backends
 from ..backends import (last_path, native_enabled, record_native_path, record_path,
                         set_native_enabled, use_native)
 from ..backends.cpu import NATIVE_MIN_ELEMENTS, NATIVE_MIN_GEMM_WORK, NATIVE_MIN_HALF_GEMM_WORK
+from ..backends.cpu.common import batch_shape
 from ..backends.numpy_fallback import promote_to_float, stable_sigmoid
 
 __all__ = ["gemm", "matmul", "matmul_backward", "bias_gelu", "bias_gelu_backward",
@@ -191,7 +194,7 @@ def matmul_backward(a: np.ndarray, b: np.ndarray, grad: np.ndarray, need=(True, 
     elif b2.ndim == 2:
         # batched x @ weight: fold the batch into rows, one GEMM each way
         k, n = b2.shape
-        rows = int(np.prod(g.shape[:-1], dtype=np.int64))  # not reshape(-1, n): ambiguous for n == 0
+        rows = math.prod(g.shape[:-1])  # not reshape(-1, n): ambiguous for n == 0
         g2 = g.reshape(rows, n)
         if need[0]:
             ga = gemm(g2, b2, trans_b=True, any_size=any_size).reshape(g.shape[:-1] + (k,))
@@ -254,7 +257,7 @@ def check_attention_args(q, k, v, mask, causal, scale, who):
         raise ValueError(f"{who}: k and v must have the same number of keys, got k {k.shape} and "
                          f"v {v.shape}")
     try:
-        batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch = batch_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError:
         raise ValueError(f"{who}: batch dims do not broadcast: q {q.shape}, k {k.shape}, "
                          f"v {v.shape}") from None

@@ -356,12 +356,12 @@ class Permute(Function):
 
     def forward(self, a, perm):
         """``a.transpose(perm)``; ``perm`` is a permutation of range(a.ndim)."""
-        self.inverse = tuple(np.argsort(perm))
+        self.perm = perm  # inverted only if backward runs (inference never pays for it)
         return a.transpose(perm)
 
     def backward(self, g):
         """``g`` transposed by the inverse permutation."""
-        return g.transpose(self.inverse)
+        return g.transpose(sorted(range(len(self.perm)), key=self.perm.__getitem__))
 
 
 class GetItem(Function):

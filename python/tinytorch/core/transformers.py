@@ -63,7 +63,7 @@ class LayerNormFunction(Function):
     trailing dims are folded into one last axis; the runtime's kernel serves float32)."""
 
     def forward(self, x, weight, bias, eps, ndims):
-        d = int(np.prod(x.shape[x.ndim - ndims:], dtype=np.int64))
+        d = math.prod(x.shape[x.ndim - ndims:])
         x2 = x.reshape(x.shape[:x.ndim - ndims] + (d,))
         w2 = None if weight is None else weight.reshape(d)
         b2 = None if bias is None else bias.reshape(d)
@@ -209,7 +209,7 @@ class MLP(Layer):
         """GEMM FLOPs of one call (the profiler asks: the fused path never calls fc1.forward).
         ``input_shapes`` is the list of input shapes (the first is (..., D)); ``output_shape``
         is accepted for the profiler's protocol and not needed."""
-        rows = int(np.prod(input_shapes[0][:-1]))
+        rows = math.prod(input_shapes[0][:-1])
         return 2 * rows * (self.embed_dim * self.hidden_dim + self.hidden_dim * self.embed_dim)
 
 

@@ -9,12 +9,13 @@ mode.
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
 from ... import _native
 from .. import record_native_path
-from .common import F32, is_f32
+from .common import F32, address, batch_shape, is_f32
 
 __all__ = ["attention", "attention_backward", "NATIVE_MIN_ATTENTION_WORK"]
 
@@ -74,12 +75,12 @@ def _fold_batch(arrays, batch):
                 break
             folded.append((x, (s_b // 4, s_h // 4, x.strides[-2] // 4)))
         else:
-            b = int(np.prod(batch[:split], dtype=np.int64))
-            h = int(np.prod(batch[split:], dtype=np.int64))
+            b = math.prod(batch[:split])
+            h = math.prod(batch[split:])
             return b, h, folded
     # no common split: copy (materialising broadcasts) and fold everything into heads
     copies = [np.ascontiguousarray(x) for x in views]
-    h = int(np.prod(batch, dtype=np.int64))
+    h = math.prod(batch)
     return 1, h, [(x, (0, x.shape[-2] * x.shape[-1], x.shape[-1])) for x in copies]
 
 
@@ -105,8 +106,8 @@ def _attention_ok(q, k, v, mask, work, any_size) -> bool:
 
 
 def _attention_work(q, k):
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    return int(np.prod(batch, dtype=np.int64)) * q.shape[-2] * k.shape[-2] * q.shape[-1]
+    batch = batch_shape(q.shape[:-2], k.shape[:-2])
+    return math.prod(batch) * q.shape[-2] * k.shape[-2] * q.shape[-1]
 
 
 def attention(q, k, v, mask, causal, scale, any_size):
@@ -117,18 +118,18 @@ def attention(q, k, v, mask, causal, scale, any_size):
     if not _attention_ok(q, k, v, mask, _attention_work(q, k), any_size):
         return NotImplemented
     lib = _native.lib
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = batch_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     sq, d = q.shape[-2:]
     sk = k.shape[-2]
     out = _empty_like_heads(q, batch + (sq, d))
     b, h, ((q3, sq_), (k3, sk_), (v3, sv_), (o3, so_)) = _fold_batch([q, k, v, out], batch)
-    if o3.ctypes.data != out.ctypes.data:  # folded through copies: write a contiguous result
+    if address(o3) != address(out):  # folded through copies: write a contiguous result
         out = np.empty(batch + (sq, d), dtype=F32)
         b, h, ((q3, sq_), (k3, sk_), (v3, sv_), (o3, so_)) = _fold_batch([q, k, v, out], batch)
     lse = np.empty(batch + (sq,), dtype=F32)
-    status = lib.tt_attention_forward(q3.ctypes.data, _strides_arg(sq_), k3.ctypes.data,
-                                      _strides_arg(sk_), v3.ctypes.data, _strides_arg(sv_),
-                                      o3.ctypes.data, _strides_arg(so_), lse.ctypes.data, b, h,
+    status = lib.tt_attention_forward(address(q3), _strides_arg(sq_), address(k3),
+                                      _strides_arg(sk_), address(v3), _strides_arg(sv_),
+                                      address(o3), _strides_arg(so_), address(lse), b, h,
                                       sq, sk, d, float(scale), int(causal))
     _native.check(status, "attention")
     record_native_path()
@@ -143,14 +144,14 @@ def attention_backward(q, k, v, out, lse, grad, mask, causal, scale, need, any_s
             and is_f32(out, lse, grad)):
         return NotImplemented
     lib = _native.lib
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    batch = batch_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     sq, d = q.shape[-2:]
     sk = k.shape[-2]
     grads = [_empty_like_heads(x, batch + (rows, d)) if wanted else None
              for wanted, x, rows in zip(need, (q, k, v), (sq, sk, sk))]
     wanted = [g for g in grads if g is not None]
     b, h, folded = _fold_batch([q, k, v, out, grad] + wanted, batch)
-    if any(f[0].ctypes.data != g.ctypes.data for f, g in zip(folded[5:], wanted)):
+    if any(address(f[0]) != address(g) for f, g in zip(folded[5:], wanted)):
         # folded through copies: write contiguous gradients instead
         grads = [None if g is None else np.empty(g.shape, dtype=F32) for g in grads]
         wanted = [g for g in grads if g is not None]
@@ -164,11 +165,11 @@ def attention_backward(q, k, v, out, lse, grad, mask, causal, scale, need, any_s
             args += [None, None]
         else:
             g3_, strides = next(results)
-            args += [g3_.ctypes.data, _strides_arg(strides)]
-    status = lib.tt_attention_backward(q3.ctypes.data, _strides_arg(s_q), k3.ctypes.data,
-                                       _strides_arg(s_k), v3.ctypes.data, _strides_arg(s_v),
-                                       o3.ctypes.data, _strides_arg(s_o), g3.ctypes.data,
-                                       _strides_arg(s_g), lse.ctypes.data, *args, b, h, sq, sk,
+            args += [address(g3_), _strides_arg(strides)]
+    status = lib.tt_attention_backward(address(q3), _strides_arg(s_q), address(k3),
+                                       _strides_arg(s_k), address(v3), _strides_arg(s_v),
+                                       address(o3), _strides_arg(s_o), address(g3),
+                                       _strides_arg(s_g), address(lse), *args, b, h, sq, sk,
                                        d, float(scale), int(causal))
     _native.check(status, "attention_backward")
     record_native_path()

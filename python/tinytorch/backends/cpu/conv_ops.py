@@ -11,7 +11,7 @@ import numpy as np
 
 from ... import _native
 from .. import record_native_path
-from .common import F32, I64, has_symbol, is_f32
+from .common import F32, I64, address, has_symbol, is_f32
 
 __all__ = ["im2col", "col2im", "max_pool2d", "max_pool2d_backward"]
 
@@ -31,8 +31,8 @@ def im2col(x, kh, kw, sh, sw, ph, pw, oh, ow):
     xc = np.ascontiguousarray(x)
     n, c, h, w = xc.shape
     cols = np.empty((c * kh * kw, n * oh * ow), dtype=F32)
-    _native.check(_native.lib.tt_im2col(xc.ctypes.data, n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
-                                 cols.ctypes.data), "im2col")
+    _native.check(_native.lib.tt_im2col(address(xc), n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
+                                 address(cols)), "im2col")
     record_native_path()
     return cols
 
@@ -45,8 +45,8 @@ def col2im(cols, x_shape, kh, kw, sh, sw, ph, pw, oh, ow):
     cc = np.ascontiguousarray(cols)
     n, c, h, w = x_shape
     gx = np.empty(x_shape, dtype=F32)
-    _native.check(_native.lib.tt_col2im(cc.ctypes.data, n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
-                                 gx.ctypes.data), "col2im")
+    _native.check(_native.lib.tt_col2im(address(cc), n, c, h, w, *_geometry(kh, kw, sh, sw, ph, pw),
+                                 address(gx)), "col2im")
     record_native_path()
     return gx
 
@@ -65,9 +65,9 @@ def max_pool2d(x, kh, kw, sh, sw, ph, pw, oh, ow):
         st = x.strides
     y = np.empty((n, c, oh, ow), dtype=F32)
     argmax = np.empty((n, c, oh, ow), dtype=I64)
-    _native.check(_native.lib.tt_maxpool2d_forward(x.ctypes.data, n, c, h, w, st[0] // 4, st[1] // 4,
-                                            *_geometry(kh, kw, sh, sw, ph, pw), y.ctypes.data,
-                                            argmax.ctypes.data), "max_pool2d")
+    _native.check(_native.lib.tt_maxpool2d_forward(address(x), n, c, h, w, st[0] // 4, st[1] // 4,
+                                            *_geometry(kh, kw, sh, sw, ph, pw), address(y),
+                                            address(argmax)), "max_pool2d")
     record_native_path()
     return y, argmax
 
@@ -101,8 +101,8 @@ def max_pool2d_backward(grad, argmax, x_shape, x_strides=None):
     else:
         base = np.empty(n * c * h * w, dtype=F32)
         gx = np.lib.stride_tricks.as_strided(base, shape=x_shape, strides=strides)
-    _native.check(_native.lib.tt_maxpool2d_backward(gc.ctypes.data, ac.ctypes.data, n, c, h, w,
-                                             gc.shape[2], gc.shape[3], base.ctypes.data,
+    _native.check(_native.lib.tt_maxpool2d_backward(address(gc), address(ac), n, c, h, w,
+                                             gc.shape[2], gc.shape[3], address(base),
                                              strides[0] // 4, strides[1] // 4),
            "max_pool2d_backward")
     record_native_path()

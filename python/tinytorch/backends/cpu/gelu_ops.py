@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import _native
 from .. import record_native_path
-from .common import F32, NATIVE_MIN_ELEMENTS, is_f32
+from .common import F32, NATIVE_MIN_ELEMENTS, address, is_f32
 
 __all__ = ["bias_gelu", "bias_gelu_backward"]
 
@@ -30,8 +30,8 @@ def _bias_gelu_native(lib, x: np.ndarray, bias: np.ndarray | None) -> np.ndarray
     bc = None if bias is None else np.ascontiguousarray(bias)
     y = np.empty(x.shape, dtype=F32)
     cols = x.shape[-1]
-    status = lib.tt_bias_gelu_forward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
-                                      y.ctypes.data, x.size // max(cols, 1), cols)
+    status = lib.tt_bias_gelu_forward(address(xc), None if bc is None else address(bc),
+                                      address(y), x.size // max(cols, 1), cols)
     _native.check(status, "bias_gelu")
     record_native_path()
     return y
@@ -44,9 +44,9 @@ def _bias_gelu_backward_native(lib, x, bias, grad):
     gx = np.empty(x.shape, dtype=F32)
     gb = None if bias is None else np.empty(bias.shape, dtype=F32)
     cols = x.shape[-1]
-    status = lib.tt_bias_gelu_backward(xc.ctypes.data, None if bc is None else bc.ctypes.data,
-                                       gc.ctypes.data, gx.ctypes.data,
-                                       None if gb is None else gb.ctypes.data,
+    status = lib.tt_bias_gelu_backward(address(xc), None if bc is None else address(bc),
+                                       address(gc), address(gx),
+                                       None if gb is None else address(gb),
                                        x.size // max(cols, 1), cols)
     _native.check(status, "bias_gelu_backward")
     record_native_path()

@@ -9,13 +9,14 @@ here; a call that does not fit returns NotImplemented and NumPy serves it.
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 import numpy as np
 
 from ... import _native
 from .. import record_native_path
-from .common import F16, F32, NATIVE_MIN_GEMM_WORK, NATIVE_MIN_HALF_GEMM_WORK, address, is_f16, is_f32, matrix_layout, strided_layout
+from .common import F16, F32, NATIVE_MIN_GEMM_WORK, NATIVE_MIN_HALF_GEMM_WORK, address, batch_shape, is_f16, is_f32, matrix_layout, strided_layout
 
 __all__ = ["gemm", "observe_gemms", "matmul"]
 
@@ -49,8 +50,8 @@ def _gemm_native(lib, a, b, trans_a, trans_b, alpha, beta, out):
         target = np.array(out, dtype=F32, copy=True) if beta != 0 else np.empty((m, n), F32)
         ldc = max(n, 1)
     status = lib.tt_sgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, alpha,
-                          a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, beta,
-                          target.ctypes.data, ldc)
+                          address(a_arr), lda, address(b_arr), ldb, beta,
+                          address(target), ldc)
     _native.check(status, "gemm")
     record_native_path()
     if target is not out:
@@ -82,8 +83,8 @@ def gemm(a, b, trans_a, trans_b, alpha, beta, out, any_size):
 def _batched_native(lib, a, b):
     """a @ b for float32 a: (..., M, K), b: (..., K, N), both at least 3-D after
     promotion, through one strided-batched call."""
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    count = int(np.prod(batch, dtype=np.int64))
+    batch = batch_shape(a.shape[:-2], b.shape[:-2])
+    count = math.prod(batch)
     m, k = a.shape[-2:]
     n = b.shape[-1]
     operands = []
@@ -103,8 +104,8 @@ def _batched_native(lib, a, b):
     if count == 0:
         return out
     status = lib.tt_sgemm_strided_batched(int(a_flip), int(b_flip), m, n, k, 1.0,
-                                          a3.ctypes.data, lda, sa, b3.ctypes.data, ldb, sb, 0.0,
-                                          out.ctypes.data, max(n, 1), m * n, count)
+                                          address(a3), lda, sa, address(b3), ldb, sb, 0.0,
+                                          address(out), max(n, 1), m * n, count)
     _native.check(status, "matmul")
     record_native_path()
     return out
@@ -133,8 +134,8 @@ def observe_gemms(on_gemm, on_batched):
         return plain(lib, a, b, trans_a, trans_b, alpha, beta, out)
 
     def batched_seen(lib, a, b):
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        on_batched(int(np.prod(batch)), a.shape[-2], b.shape[-1], a.shape[-1])
+        batch = batch_shape(a.shape[:-2], b.shape[:-2])
+        on_batched(math.prod(batch), a.shape[-2], b.shape[-1], a.shape[-1])
         return batched(lib, a, b)
 
     _gemm_native, _batched_native = gemm_seen, batched_seen
@@ -153,10 +154,10 @@ def _matmul_work(a: np.ndarray, b: np.ndarray):
     if k != k2:
         return None
     try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        batch = batch_shape(a.shape[:-2], b.shape[:-2])
     except ValueError:
         return None
-    return int(np.prod(batch, dtype=np.int64)) * m * n * k
+    return math.prod(batch) * m * n * k
 
 
 def _promote(a: np.ndarray, b: np.ndarray):
@@ -227,8 +228,8 @@ def _hgemm_native(lib, a, b, trans_a, trans_b):
     b_arr, ldb, b_flip = _half_layout(b)
     out = np.empty((m, n), dtype=F16)
     status = lib.tt_hgemm(int(trans_a != a_flip), int(trans_b != b_flip), m, n, k, 1.0,
-                          a_arr.ctypes.data, lda, b_arr.ctypes.data, ldb, 0.0,
-                          out.ctypes.data, max(n, 1))
+                          address(a_arr), lda, address(b_arr), ldb, 0.0,
+                          address(out), max(n, 1))
     _native.check(status, "gemm (float16)")
     record_native_path()
     return out
@@ -244,7 +245,7 @@ def _matmul_half(lib, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = _hgemm_native(lib, a2.reshape(-1, k), b2, False, False)
         out = out.reshape(a2.shape[:-1] + (n,))
     else:
-        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        batch = batch_shape(a2.shape[:-2], b2.shape[:-2])
         a3 = np.broadcast_to(a2, batch + (m, k)).reshape((-1, m, k))
         b3 = np.broadcast_to(b2, batch + (k, n)).reshape((-1, k, n))
         out = np.empty((a3.shape[0], m, n), dtype=F16)

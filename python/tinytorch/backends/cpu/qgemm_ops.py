@@ -53,9 +53,9 @@ def pack_for(lib, weight_q, packs, reduce_range=False):
     entry = packs.get(key)
     if entry is not None:
         buf, offset, nbytes = entry
-        address = buf.ctypes.data + offset
-        if address % 64 == 0:
-            return address, nbytes
+        packed = address(buf) + offset
+        if packed % 64 == 0:
+            return packed, nbytes
     k, n = weight_q.shape
     size = ctypes.c_int64()
     w = np.ascontiguousarray(weight_q, dtype=np.int8)
@@ -65,16 +65,16 @@ def pack_for(lib, weight_q, packs, reduce_range=False):
     else:
         _native.check(lib.tt_qgemm_pack_size(k, n, kernel, ctypes.byref(size)), "quantized_pack")
     buf = np.empty(size.value + 64, dtype=np.uint8)
-    offset = (-buf.ctypes.data) % 64
+    offset = (-address(buf)) % 64
     if reduce_range:
-        st = lib.tt_qgemm_pack_ex(kernel, flags, k, n, w.ctypes.data, max(n, 1),
-                                  buf.ctypes.data + offset, size.value)
+        st = lib.tt_qgemm_pack_ex(kernel, flags, k, n, address(w), max(n, 1),
+                                  address(buf) + offset, size.value)
     else:
-        st = lib.tt_qgemm_pack(kernel, k, n, w.ctypes.data, max(n, 1), buf.ctypes.data + offset,
+        st = lib.tt_qgemm_pack(kernel, k, n, address(w), max(n, 1), address(buf) + offset,
                                size.value)
     _native.check(st, "quantized_pack")
     packs[key] = (buf, offset, size.value)
-    return buf.ctypes.data + offset, size.value
+    return address(buf) + offset, size.value
 
 
 def quantized_pack(weight_q, packs, reduce_range=False):
@@ -97,8 +97,8 @@ def quantize_rows(x, reduce_range=False):
     q = np.empty((m, k), np.uint8)
     scale = np.empty(m, np.float32)
     zp = np.empty(m, np.int32)
-    args = (m, k, x.ctypes.data, max(k, 1), q.ctypes.data, max(k, 1), scale.ctypes.data,
-            zp.ctypes.data)
+    args = (m, k, address(x), max(k, 1), address(q), max(k, 1), address(scale),
+            address(zp))
     lib = _native.lib
     st = lib.tt_qgemm_quantize_rows_ex(*args, _REDUCE_RANGE) if reduce_range else \
         lib.tt_qgemm_quantize_rows(*args)
@@ -113,8 +113,8 @@ def _packed_operands(a, weight_q, packs, reduce_range):
     once here; the weight is packed once per kernel (and range) and kept in ``packs``."""
     k, n = weight_q.shape
     a = np.ascontiguousarray(a)
-    address, nbytes = pack_for(_native.lib, weight_q, packs, reduce_range)
-    return a, a.shape[0], n, k, address, nbytes
+    packed, nbytes = pack_for(_native.lib, weight_q, packs, reduce_range)
+    return a, a.shape[0], n, k, packed, nbytes
 
 
 def quantized_matmul(q, zero_point, weight_q, packs, reduce_range=False):
@@ -125,10 +125,10 @@ def quantized_matmul(q, zero_point, weight_q, packs, reduce_range=False):
     refuses it rather than saturate)."""
     if not _qgemm_ready(weight_q.shape[0], reduce_range) or q.dtype != np.uint8:
         return NotImplemented
-    q, m, n, k, address, nbytes = _packed_operands(q, weight_q, packs, reduce_range)
+    q, m, n, k, packed, nbytes = _packed_operands(q, weight_q, packs, reduce_range)
     out = np.empty((m, n), np.int32)
-    _native.check(_native.lib.tt_qgemm_u8s8s32(m, n, k, q.ctypes.data, max(k, 1), address, nbytes,
-                                               out.ctypes.data, max(n, 1)), "quantized_matmul")
+    _native.check(_native.lib.tt_qgemm_u8s8s32(m, n, k, address(q), max(k, 1), packed, nbytes,
+                                               address(out), max(n, 1)), "quantized_matmul")
     record_native_path()
     colsum = weight_q.sum(axis=0, dtype=np.int32)
     zp = np.asarray(zero_point, np.int32)[:, None]
@@ -143,12 +143,12 @@ def quantized_linear(x, weight_q, weight_scale, bias, activation, packs, reduce_
     packed weight; ``reduce_range`` quantizes x to 7 bits (the pack's flag says so)."""
     if not _qgemm_ready(weight_q.shape[0], reduce_range) or x.dtype != F32:
         return NotImplemented
-    x, m, n, k, address, nbytes = _packed_operands(x, weight_q, packs, reduce_range)
+    x, m, n, k, packed, nbytes = _packed_operands(x, weight_q, packs, reduce_range)
     out = np.empty((m, n), np.float32)
-    _native.check(_native.lib.tt_qgemm_f32(m, n, k, x.ctypes.data, max(k, 1), address, nbytes,
-                                           weight_scale.ctypes.data,
-                                           None if bias is None else bias.ctypes.data,
-                                           _ACTIVATIONS[activation], out.ctypes.data, max(n, 1)),
+    _native.check(_native.lib.tt_qgemm_f32(m, n, k, address(x), max(k, 1), packed, nbytes,
+                                           address(weight_scale),
+                                           None if bias is None else address(bias),
+                                           _ACTIVATIONS[activation], address(out), max(n, 1)),
                   "quantized_linear")
     record_native_path()
     return out

@@ -11,7 +11,7 @@ import numpy as np
 
 from ... import _native
 from .. import record_native_path
-from .common import has_symbol, is_f32
+from .common import address, has_symbol, is_f32
 
 __all__ = ["relu", "relu_backward"]
 
@@ -42,7 +42,7 @@ def relu(x):
     if not (has_symbol("tt_relu_forward") and is_f32(x) and x.flags.aligned and _dense(x)):
         return NotImplemented
     y = np.empty_like(x)
-    _native.check(_native.lib.tt_relu_forward(x.ctypes.data, y.ctypes.data, x.size), "relu")
+    _native.check(_native.lib.tt_relu_forward(address(x), address(y), x.size), "relu")
     record_native_path()
     return y
 
@@ -57,7 +57,7 @@ def relu_backward(y, grad):
         np.copyto(g, grad)
         grad = g
     gx = np.empty_like(y)
-    _native.check(_native.lib.tt_relu_backward(y.ctypes.data, grad.ctypes.data, gx.ctypes.data,
+    _native.check(_native.lib.tt_relu_backward(address(y), address(grad), address(gx),
                                         y.size), "relu_backward")
     record_native_path()
     return gx

@@ -7,12 +7,13 @@ Assumes: float32 rows; gamma / beta float32 (D,) or None; integer targets.
 """
 from __future__ import annotations
 
+import math
 
 import numpy as np
 
 from ... import _native
 from .. import record_native_path
-from .common import F32, I64, NATIVE_MIN_ELEMENTS, is_f32
+from .common import F32, I64, NATIVE_MIN_ELEMENTS, address, is_f32
 
 __all__ = ["layer_norm", "layer_norm_backward", "softmax", "log_softmax", "softmax_backward", "log_softmax_backward", "cross_entropy", "cross_entropy_backward"]
 
@@ -23,7 +24,7 @@ __all__ = ["layer_norm", "layer_norm_backward", "softmax", "log_softmax", "softm
 
 def _rows_cols(x: np.ndarray):
     cols = x.shape[-1]
-    return int(np.prod(x.shape[:-1], dtype=np.int64)), cols
+    return math.prod(x.shape[:-1]), cols
 
 
 def _vector_ok(v, cols) -> bool:
@@ -31,7 +32,7 @@ def _vector_ok(v, cols) -> bool:
 
 
 def _opt_address(v):
-    return None if v is None else v.ctypes.data
+    return None if v is None else address(v)
 
 
 def layer_norm(x, gamma, beta, eps, any_size):
@@ -50,8 +51,8 @@ def layer_norm(x, gamma, beta, eps, any_size):
     y = np.empty(x.shape, dtype=F32)
     mean = np.empty(x.shape[:-1], dtype=F32)
     rstd = np.empty(x.shape[:-1], dtype=F32)
-    status = _native.lib.tt_layernorm_forward(xc.ctypes.data, _opt_address(g), _opt_address(b),
-                                              y.ctypes.data, mean.ctypes.data, rstd.ctypes.data,
+    status = _native.lib.tt_layernorm_forward(address(xc), _opt_address(g), _opt_address(b),
+                                              address(y), address(mean), address(rstd),
                                               rows, cols, float(eps))
     _native.check(status, "layer_norm")
     record_native_path()
@@ -77,8 +78,8 @@ def layer_norm_backward(x, gamma, mean, rstd, grad, need, any_size):
     gx = np.empty(x.shape, dtype=F32) if need[0] else None
     gg = np.empty((cols,), dtype=F32) if need[1] and gamma is not None else None
     gb = np.empty((cols,), dtype=F32) if need[2] else None
-    status = _native.lib.tt_layernorm_backward(xc.ctypes.data, _opt_address(g), mc.ctypes.data,
-                                               rc.ctypes.data, gc.ctypes.data, _opt_address(gx),
+    status = _native.lib.tt_layernorm_backward(address(xc), _opt_address(g), address(mc),
+                                               address(rc), address(gc), _opt_address(gx),
                                                _opt_address(gg), _opt_address(gb), rows, cols)
     _native.check(status, "layer_norm_backward")
     record_native_path()
@@ -93,7 +94,7 @@ def _softmax_forward(x, axis, any_size, log):
     xc = np.ascontiguousarray(x)
     y = np.empty(x.shape, dtype=F32)
     fn = _native.lib.tt_log_softmax_forward if log else _native.lib.tt_softmax_forward
-    _native.check(fn(xc.ctypes.data, y.ctypes.data, None, rows, cols),
+    _native.check(fn(address(xc), address(y), None, rows, cols),
            "log_softmax" if log else "softmax")
     record_native_path()
     return y
@@ -107,7 +108,7 @@ def _softmax_backward(y, grad, axis, any_size, log):
     yc, gc = np.ascontiguousarray(y), np.ascontiguousarray(grad)
     gx = np.empty(y.shape, dtype=F32)
     fn = _native.lib.tt_log_softmax_backward if log else _native.lib.tt_softmax_backward
-    _native.check(fn(yc.ctypes.data, gc.ctypes.data, gx.ctypes.data, rows, cols),
+    _native.check(fn(address(yc), address(gc), address(gx), rows, cols),
            "log_softmax_backward" if log else "softmax_backward")
     record_native_path()
     return gx
@@ -159,8 +160,8 @@ def cross_entropy(logits, target, ignore_index, label_smoothing, any_size):
     tc = np.ascontiguousarray(target, dtype=I64)
     loss = np.empty((m,), dtype=F32)
     lse = np.empty((m,), dtype=F32)
-    _native.check(_native.lib.tt_cross_entropy_forward(xc.ctypes.data, tc.ctypes.data, loss.ctypes.data,
-                                                lse.ctypes.data, m, c, int(ignore_index)),
+    _native.check(_native.lib.tt_cross_entropy_forward(address(xc), address(tc), address(loss),
+                                                address(lse), m, c, int(ignore_index)),
            "cross_entropy")
     record_native_path()
     return loss, lse
@@ -179,8 +180,8 @@ def cross_entropy_backward(logits, target, lse, grad_rows, ignore_index, label_s
     tc = np.ascontiguousarray(target, dtype=I64)
     lc, gc = np.ascontiguousarray(lse), np.ascontiguousarray(grad_rows)
     grad = np.empty((m, c), dtype=F32)
-    _native.check(_native.lib.tt_cross_entropy_backward(xc.ctypes.data, tc.ctypes.data, lc.ctypes.data,
-                                                 gc.ctypes.data, grad.ctypes.data, m, c,
+    _native.check(_native.lib.tt_cross_entropy_backward(address(xc), address(tc), address(lc),
+                                                 address(gc), address(grad), m, c,
                                                  int(ignore_index)),
            "cross_entropy_backward")
     record_native_path()

@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import _native
 from .. import record_native_path
-from .common import F32, I64, has_symbol
+from .common import F32, I64, address, has_symbol
 
 __all__ = ["adam_step", "embedding", "embedding_backward"]
 
@@ -21,7 +21,7 @@ __all__ = ["adam_step", "embedding", "embedding_backward"]
 # --------------------------------------------------------------------------------------
 
 def _pointers(arrays):
-    return (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    return (ctypes.c_void_p * len(arrays))(*[address(a) for a in arrays])
 
 
 def _f32_buffer(a, writeable: bool) -> bool:
@@ -62,8 +62,8 @@ def embedding(weight, ids):
     flat = np.ascontiguousarray(ids, dtype=I64).reshape(-1)
     v, d = weight.shape
     out = np.empty(ids.shape + (d,), dtype=F32)
-    _native.check(_native.lib.tt_embedding_forward(weight.ctypes.data, v, d, flat.ctypes.data, flat.size,
-                                            out.ctypes.data), "embedding")
+    _native.check(_native.lib.tt_embedding_forward(address(weight), v, d, address(flat), flat.size,
+                                            address(out)), "embedding")
     record_native_path()
     return out
 
@@ -78,7 +78,7 @@ def embedding_backward(grad, ids, vocab):
     g = np.ascontiguousarray(grad).reshape(-1, d)
     flat = np.ascontiguousarray(ids, dtype=I64).reshape(-1)
     out = np.empty((vocab, d), dtype=F32)
-    _native.check(_native.lib.tt_embedding_backward(g.ctypes.data, flat.ctypes.data, flat.size, d,
-                                             out.ctypes.data, vocab, 0), "embedding_backward")
+    _native.check(_native.lib.tt_embedding_backward(address(g), address(flat), flat.size, d,
+                                             address(out), vocab, 0), "embedding_backward")
     record_native_path()
     return out
