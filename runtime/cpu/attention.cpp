@@ -530,7 +530,7 @@ extern "C" TT_API tt_status tt_attention_forward(
 
     if (K.rows != nullptr && 2 * sq <= K.lanes) { /* few queries: one row at a time, no padding */
         set_kernel_path(K.rows_path);
-        const int64_t items = BH * sq, per_row = kBk + d;
+        const int64_t items = BH * sq, per_row = kAttnRowsWorkspace(d);
         const int nt = threads_for(items, 2.0 * (double)BH * (double)sq * (double)sk * (double)d);
         Workspace ws;
         if ((st = ws.allocate(kFn, per_row, nt)) != TT_OK) return st;

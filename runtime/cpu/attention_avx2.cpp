@@ -214,5 +214,5 @@ namespace tt {
 const AttentionKernels kAttentionAvx2 = {"attention_forward:avx2", "attention_backward:avx2",
                                          kLanes, product_avx2, softmax_avx2, exp_sub_avx2,
                                          ds_avx2,
-                                         attention_rows_body, "attention_forward:avx2:rows"};
+                                         attention_rows_body<exp_sub_avx2, kLanes>, "attention_forward:avx2:rows"};
 }  // namespace tt

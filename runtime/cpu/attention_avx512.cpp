@@ -226,5 +226,5 @@ namespace tt {
 const AttentionKernels kAttentionAvx512 = {"attention_forward:avx512", "attention_backward:avx512",
                                            kLanes, product_avx512, softmax_avx512,
                                            exp_sub_avx512, ds_avx512,
-                                         attention_rows_body, "attention_forward:avx512:rows"};
+                                         attention_rows_body<exp_sub_avx512, kLanes>, "attention_forward:avx512:rows"};
 }  // namespace tt

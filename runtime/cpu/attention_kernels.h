@@ -50,6 +50,8 @@ namespace tt {
  * (48 KiB) stay in L1/L2 while the K and V blocks stream past. */
 constexpr int64_t kAttnBlockQ = 64; /* queries per block (a multiple of every ISA's lanes) */
 constexpr int64_t kAttnBlockK = 64; /* keys per block                                     */
+/* Floats of workspace one query row of the rows forward needs: scores, exp's operand, o. */
+constexpr int64_t kAttnRowsWorkspace(int64_t d) { return 2 * kAttnBlockK + d; }
 
 /* exp(t) for t < kAttnExpLo is 0 in float (e^-110 ~ 1.7e-48 < the smallest denormal);
  * the clamp makes exp(-inf) exactly 0 without a branch. */
@@ -67,7 +69,7 @@ using AttnExpSubFn = void (*)(float *S, int64_t rows, int64_t n, int64_t ld, con
 using AttnDsFn = void (*)(const float *P, float *dP, int64_t rows, int64_t n, int64_t ld,
                           const float *D, float scale);
 /* One query row over its first `keys` keys (attention_rows.h): o and *lse (lse may be NULL);
- * ws holds kAttnBlockK + d floats. */
+ * ws holds kAttnRowsWorkspace(d) floats. */
 using AttnRowsFn = void (*)(const float *q, const float *k, int64_t k_stride, const float *v,
                             int64_t v_stride, int64_t keys, int64_t d, float scale, float *o,
                             float *lse, float *ws);

@@ -208,6 +208,6 @@ namespace tt {
 const AttentionKernels kAttentionNeon = {"attention_forward:neon", "attention_backward:neon",
                                          kLanes, product_neon, softmax_neon, exp_sub_neon,
                                          ds_neon,
-                                         attention_rows_body, "attention_forward:neon:rows"};
+                                         attention_rows_body<exp_sub_neon, kLanes>, "attention_forward:neon:rows"};
 }  // namespace tt
 #endif
