@@ -40,6 +40,7 @@ void tile(int64_t kgroups, const uint8_t *a, int64_t a_stride, const int8_t *b, 
     TT_ACC_ROW(0); TT_ACC_ROW(1); TT_ACC_ROW(2); TT_ACC_ROW(3);
     for (int64_t g = 0; g < kgroups; ++g) {
         const int8_t *bg = b + g * NR * G;
+        _mm_prefetch(reinterpret_cast<const char *>(bg) + tt::kQgemmPrefetchBytes, _MM_HINT_T0);
         const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(bg)));
         const __m256i b1 =
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(bg + 16)));

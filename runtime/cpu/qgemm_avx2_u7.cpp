@@ -65,6 +65,7 @@ void tile(int64_t kgroups, const uint8_t *a, int64_t a_stride, const int8_t *b, 
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t g = 0; g < kgroups; ++g) {
         const int8_t *bg = b + g * NR * G;
+        _mm_prefetch(reinterpret_cast<const char *>(bg) + tt::kQgemmPrefetchBytes, _MM_HINT_T0);
         const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bg));
         const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bg + 32));
         const __m256i b2 = NV > 2 ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bg + 64))
