@@ -8,16 +8,19 @@
  * (attention_kernels.h), so one query fills one lane of 8 (AVX2) or 16 (AVX-512) and
  * decoding computed 8-16x the scores it needed: one query over 290 keys x 12 heads took
  * 0.27 ms, NumPy's formula 0.06 ms. Here a query row goes alone, its work along d:
- *   s_j  = scale * (q . k_j)       four chains of 8 partial sums, combined in a fixed order
+ *   s_j  = scale * (q . k_j)       8 lane sums over d, one fixed tree; four keys at a time
+ *                                  share each load of q (a key's bits do not depend on that)
  *   per block of kAttnBlockK keys, the block kernels' online softmax:
  *     mx = max(m, max_j s_j) (NaN wins),  ms = mx == -inf ? 0 : mx,  alpha = exp(m - ms),
  *     p_j = exp(s_j - ms),  l = l alpha + sum_j p_j,  acc = acc alpha + sum_j p_j v_j,  m = mx
  *   o = acc / l (0 when no key was seen),  lse = m + log l (-inf when none).
- * The scores' exp is the ISA's own vector exp (its table's exp_sub, the one the block kernels
- * use: exp(-inf) = 0, NaN stays NaN), over the block's scores padded to whole vectors; a libm
- * exp per score cost more than the d-wide products (one query over 150 keys x 12 heads: 50 us
- * with std::exp, most of it in exp). The block's rescale alpha stays one std::exp. Every query
- * row is one item with its own sums, so how rows are split across threads changes no bit.
+ * P V runs in column strips of 32 (then 8, then 1) whose sums stay in registers over the
+ * block's keys. The scores' exp is the ISA's own vector exp (its table's exp_sub, the one the
+ * block kernels use: exp(-inf) = 0, NaN stays NaN) over the block's scores padded to whole
+ * vectors, not a libm call per score; the block's rescale alpha stays one std::exp. One query
+ * over 150 keys x 12 heads x d 64 takes about 1.5x the time of reading K and V once from
+ * cache. Every query row is one item with its own sums, so how rows are split across threads
+ * changes no bit.
  *
  * Style 3 of docs/native-layout.md (plain loops per ISA) despite the reduction: the partial
  * sums are spelled out, so nothing needs reassociating; the exp is the one vector call.
