@@ -16,7 +16,8 @@
                    quantize_model (its two Linear layers; the convolutions stay float32).
 
 Times are medians of --repeats decodes, wall-clock on a shared machine (the report records the
-load). Usage: python benchmarks/bench_int8_e2e.py [--steps 400] [--quick] [--out PATH] [--save]
+load); the float32 model and its int8 copies decode in turn, one each per round, so drift over
+the run does not tilt their ratio. Usage: python benchmarks/bench_int8_e2e.py [--steps 400] [--quick] [--out PATH] [--save]
 Writes build/benchmarks/bench_int8_e2e.md (benchmarks/results/ with --save, or --out).
 """
 from __future__ import annotations
@@ -88,15 +89,20 @@ def train_gpt(steps, say):
     return model, tok, held_ids, context, len(corpus.train)
 
 
-def decode_rate(model, prompt, new_tokens, repeats):
-    """(tokens/s median over repeats, the generated ids) of greedy decoding with the KV cache."""
-    times, out = [], None
-    model.generate(prompt, 4, temperature=0.0, use_cache=True)  # warm-up
+def decode_rates(models, prompt, new_tokens, repeats):
+    """Per model: (tokens/s median over repeats, the generated ids) of greedy decoding with
+    the KV cache. The models take turns, one decode each per round, so a shared machine's
+    drift over the run falls on all of them alike (their ratios are what the tables report)."""
+    times = [[] for _ in models]
+    outs = [None] * len(models)
+    for model in models:
+        model.generate(prompt, 4, temperature=0.0, use_cache=True)  # warm-up
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = model.generate(prompt, new_tokens, temperature=0.0, use_cache=True)
-        times.append(time.perf_counter() - t0)
-    return new_tokens / statistics.median(times), out
+        for i, model in enumerate(models):
+            t0 = time.perf_counter()
+            outs[i] = model.generate(prompt, new_tokens, temperature=0.0, use_cache=True)
+            times[i].append(time.perf_counter() - t0)
+    return [(new_tokens / statistics.median(t), out) for t, out in zip(times, outs)]
 
 
 RR = {False: "", True: " reduce_range"}
@@ -112,10 +118,10 @@ def gpt_rows(model, prompt, new_tokens, repeats):
     activations): (copies, replaced names, float32 tokens/s, per copy: tokens/s, share of greedy
     tokens equal to float32's, the path its int8 calls ran)."""
     copies = {rr: quantized_copy(model, rr) for rr in (False, True)}
-    r32, out32 = decode_rate(model, prompt, new_tokens, repeats)
+    rates = decode_rates([model] + [q for q, _ in copies.values()], prompt, new_tokens, repeats)
+    r32, out32 = rates[0]
     rows = {}
-    for rr, (q, _) in copies.items():
-        r8, out8 = decode_rate(q, prompt, new_tokens, repeats)
+    for (rr, (q, _)), (r8, out8) in zip(copies.items(), rates[1:]):
         q.generate(prompt, 1, temperature=0.0, use_cache=True)
         same = float(np.mean(out32[0, prompt.shape[1]:] == out8[0, prompt.shape[1]:]))
         rows[rr] = (r8, same, acceleration.last_path())
@@ -179,7 +185,8 @@ def main():
                  f"(batch 16 x {context}) on the first 90% of TinyTalks ({corpus_bytes:,} bytes, seed 0); "
                  f"quantize_model replaced {len(replaced)} Linear layers (8-bit activations, and "
                  "reduce_range=True: 7-bit, as PyTorch's dynamic Linear); greedy decoding of "
-                 f"{args.new_tokens} tokens with the KV cache, median of {args.repeats}.", ""]
+                 f"{args.new_tokens} tokens with the KV cache, median of {args.repeats} (float32 and "
+                 "its int8 copies decode in turn, one each per round).", ""]
         body += C.table(["model", "held-out loss", "decode tokens/s", "greedy tokens as float32's",
                          "int8 path", "bytes (model_size_bytes)"],
                         [["float32", f"{l32:.4f}", f"{r32:.0f}", "", "", model_size_bytes(model)]] +
@@ -195,7 +202,7 @@ def main():
         wide.eval()
         _, wreplaced, w32, wrows = gpt_rows(wide, prompt, args.new_tokens, args.repeats)
         with acceleration.use_native(False):  # float32 on NumPy / OpenBLAS throughout
-            wblas, _ = decode_rate(wide, prompt, args.new_tokens, args.repeats)
+            (wblas, _), = decode_rates([wide], prompt, args.new_tokens, args.repeats)
         for rr, (w8, _, wpath) in wrows.items():
             say(f"  decode {w32:.1f} (NumPy/OpenBLAS {wblas:.1f}) vs int8{RR[rr]} {w8:.1f} tokens/s ({wpath})")
         body += ["## GPT at GPT-2 small width (untrained)", "",
