@@ -177,6 +177,13 @@ TT_API tt_status tt_thread_stats_reset(void);  /* also ends a back-off period */
  * and the other workers, with the same results. 0 <= workers <= TT_MAX_THREADS. */
 TT_API tt_status tt_thread_pool_hold(int workers);
 
+/* Testing hook: every pool worker sleeps `delay_us` microseconds after claiming a chunk and
+ * before running it (0 ends it), as if it lost its core in the middle of a job. The caller's
+ * join then waits on it: the call counts a stall and the pool backs off (the next calls run on
+ * the caller alone, counted in backed_off_jobs, and the GEMM cuts its grid as one thread), with
+ * the same results. 0 <= delay_us <= 1000000. */
+TT_API tt_status tt_thread_pool_slow(int64_t delay_us);
+
 /* ------------------------------------------------------------------------ */
 /* Storage: 64-byte aligned, reference-counted buffers                      */
 /* ------------------------------------------------------------------------ */

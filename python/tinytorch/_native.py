@@ -76,6 +76,7 @@ PROTOTYPES = {
     "tt_thread_stats": (_status, [_ptr]),
     "tt_thread_stats_reset": (_status, []),
     "tt_thread_pool_hold": (_status, [c_int]),
+    "tt_thread_pool_slow": (_status, [c_int64]),
     "tt_storage_create": (_status, [c_int64, _ptr]),
     "tt_storage_retain": (_status, [c_void_p]),
     "tt_storage_release": (_status, [c_void_p]),

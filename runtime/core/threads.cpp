@@ -189,6 +189,7 @@ struct Pool {
     std::atomic<void *> ctx{nullptr};
     std::atomic<int> helpers{0};        // workers with index < helpers may join
     std::atomic<int> sleeping{0}, caller_sleeping{0}, held{0};
+    std::atomic<int64_t> slow_us{0};    // tt_thread_pool_slow: a worker's delay per claimed chunk
     std::atomic<bool> stop{false};
     std::mutex m;
     std::condition_variable work_cv, done_cv;
@@ -240,6 +241,10 @@ int64_t claim_and_run(Pool &p, uint64_t gen, int slot) {
         void *ctx = p.ctx.load();
         if (c >= n) return ran;
         if (!p.ticket.compare_exchange_weak(t, t + 1)) continue;
+        if (slot != 0) {  /* the testing hook: a worker descheduled after its claim */
+            const int64_t delay = p.slow_us.load();
+            if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+        }
         fn(ctx, c, slot);
         ++ran;
         /* Counted before the chunk is marked done, so a job's counters are complete when
@@ -429,6 +434,14 @@ TT_API tt_status tt_thread_stats_reset(void) {
     std::lock_guard<std::mutex> owner(p.submit);
     p.backoff_us = 0;
     p.solo_until_us = 0;
+    return TT_OK;
+}
+
+TT_API tt_status tt_thread_pool_slow(int64_t delay_us) {
+    if (delay_us < 0 || delay_us > 1000000)
+        return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_thread_pool_slow: delay_us=%lld is outside 0..1000000",
+                        (long long)delay_us);
+    pool().slow_us.store(delay_us);
     return TT_OK;
 }
 

@@ -169,6 +169,9 @@ static void check_held_workers(const inputs *in) {
     outputs_free(&ref);
     outputs_free(&held);
     CHECK_FAILS(tt_thread_pool_hold(-1), TT_ERR_INVALID_ARGUMENT, "workers=-1");
+    CHECK_FAILS(tt_thread_pool_slow(-1), TT_ERR_INVALID_ARGUMENT, "delay_us=-1");
+    CHECK_FAILS(tt_thread_pool_slow(1000001), TT_ERR_INVALID_ARGUMENT, "delay_us=1000001");
+    CHECK_OK(tt_thread_pool_slow(0));  /* the slow worker's effects: tests/native/test_threading.py */
     CHECK_FAILS(tt_thread_stats(NULL), TT_ERR_NULL_POINTER, "NULL");
 }
 

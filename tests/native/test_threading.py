@@ -4,6 +4,9 @@
   decide the default, ``tinytorch info`` says which;
 - held workers (the runtime's test hook: as if they had lost their cores): calls complete on
   the caller with the same bits and the pool's counters show no worker ran a chunk;
+- a slow worker (the other hook: descheduled after claiming a chunk): the join waits, the
+  pool counts a stall and backs off, the calls during the back-off run on the caller alone
+  (the GEMM's grid cut as one thread's), all with the same bits;
 - the same bits on 1, 2, 3 and 7 threads for the door's kernels and for compile_graph's
   interpreter with an accumulated output (a broadcast input's gradient), both executors;
 - two Python threads calling kernels at once.
@@ -99,6 +102,7 @@ def restore_threads():
     before = tinytorch.get_num_threads()
     yield
     _native.lib.tt_thread_pool_hold(0)
+    _native.lib.tt_thread_pool_slow(0)
     tinytorch.set_num_threads(before)
 
 
@@ -126,6 +130,35 @@ def test_held_workers_leave_the_work_to_the_caller(restore_threads):
     native.reset_thread_stats()
     results(4)  # released: the workers take part again
     assert native.thread_stats()["chunks_workers"] > 0 or native.thread_stats()["stalls"] > 0
+
+
+@pytest.mark.skipif(os.environ.get("TINYTORCH_THREAD_BACKOFF") == "0", reason="the back-off is switched off")
+def test_a_slow_worker_backs_the_pool_off(restore_threads):
+    tinytorch.set_num_threads(2)
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((256, 300), dtype=np.float32), rng.standard_normal((300, 256), dtype=np.float32)
+    x, bias = rng.standard_normal((700, 129), dtype=np.float32), rng.standard_normal(129, dtype=np.float32)
+    want = acc.matmul(a, b), acc.bias_gelu(x, bias)
+    _native.check(_native.lib.tt_thread_pool_slow(20000))  # 20 ms per claimed chunk
+    native.reset_thread_stats()
+    try:
+        for _ in range(50):  # until the worker claims a chunk (it may sleep through a call)
+            got = acc.matmul(a, b), acc.bias_gelu(x, bias)
+            assert all(np.array_equal(g, w) for g, w in zip(got, want))
+            if native.thread_stats()["stalls"]:
+                break
+        stalls = native.thread_stats()["stalls"]
+        backed = []
+        for _ in range(3):  # inside the back-off (at least 1 ms): on the caller, same bits
+            got = acc.matmul(a, b), acc.bias_gelu(x, bias)
+            assert all(np.array_equal(g, w) for g, w in zip(got, want))
+            backed.append(native.thread_stats()["backed_off_jobs"])
+    finally:
+        _native.check(_native.lib.tt_thread_pool_slow(0))
+    assert stalls >= 1, "a worker 20 ms late on its chunk was never waited for"
+    assert backed[0] >= 1 and backed[-1] > backed[0], backed
+    with pytest.raises(ValueError, match="delay_us=-1"):
+        _native.check(_native.lib.tt_thread_pool_slow(-1))
 
 
 def test_two_python_threads_at_once(restore_threads):
