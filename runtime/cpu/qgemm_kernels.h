@@ -105,7 +105,8 @@ inline void with_tile_rows(int rows, F &&f) {
 /* How far ahead (bytes) the AVX2 kernels prefetch their weight panel. A panel is read once
  * per row block, so at M = 1 (decoding) every weight byte comes from DRAM once; without the
  * prefetch the loads and the arithmetic took turns (768 x 3072, weights out of cache, 1 thread,
- * EPYC Zen 3: 160-185 us -> 138-146 us; 75-85 us with the weights in cache). */
+ * EPYC Zen 3, two interleaved A/B runs: 160-185 -> 138-146 us and 179-182 -> 158-161 us; with
+ * the weights in cache no change, 75-85 us). */
 constexpr int kQgemmPrefetchBytes = 1024;
 constexpr int kQgemmMaxMR = 8;
 constexpr int kQgemmMaxNR = 64;
