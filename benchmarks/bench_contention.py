@@ -20,8 +20,12 @@ after --max-load-seconds, so nothing outlives the script.
 Targets (the issue's): under one busy core of two, TinyTorch's default-thread p99 <= 1.25x
 and p50 <= 1.1x its 1-thread figures. The report shows those ratios, a PNG of the p99s,
 and the pool's counters (stalls, calls run alone during a back-off) of each loaded run.
+With --gate-seconds S, the TinyPy AST gate milestone (a budget of S CPU seconds) also runs
+under the same load at 1 thread and at the default: the target is the same step count within
+20 % (a thread team that waits spends the budget waiting).
 
-Usage: python benchmarks/bench_contention.py [--calls 200] [--load 1] [--baseline DIR] [--quick] [--out PATH] [--save]
+Usage: python benchmarks/bench_contention.py [--calls 200] [--load 1] [--baseline DIR] [--gate-seconds 20]
+           [--quick] [--out PATH] [--save]
 Writes build/benchmarks/bench_contention.md (+ .png); benchmarks/results/ with --save.
 """
 from __future__ import annotations
@@ -31,6 +35,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -146,6 +151,27 @@ def run_child(engine, thread_counts, calls, baseline=None):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+GATE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "milestones",
+                           "05_2017_transformer", "03_tinypy_ast_gate.py")
+
+
+def gate_steps(threads, seconds):
+    """The TinyPy AST gate milestone (a CPU-second training budget) in a child with the runtime,
+    BLAS and OpenMP on `threads` threads: (optimizer steps reached, gate passed)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), TINYTORCH_NUM_THREADS=str(threads),
+               OPENBLAS_NUM_THREADS=str(threads))
+    fd, out = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        subprocess.run([sys.executable, GATE_SCRIPT, "--seconds", str(seconds), "--eval-every", "30",
+                        "--json", out], capture_output=True, text=True, env=env, timeout=1800)
+        with open(out) as f:
+            got = json.load(f)
+    finally:
+        os.unlink(out)
+    return max(got["steps"]), bool(got["passed"])
+
+
 def start_load(k, seconds):
     return [subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(seconds)]) for _ in range(k)]
 
@@ -163,6 +189,9 @@ def main():
     ap.add_argument("--load", type=int, default=1, help="busy-loop processes during the loaded runs")
     ap.add_argument("--max-load-seconds", type=float, default=600, help="each busy loop stops by itself after this")
     ap.add_argument("--baseline", default=None, help="an earlier checkout with its library built in build/")
+    ap.add_argument("--gate-seconds", type=float, default=0,
+                    help="also run the TinyPy AST gate milestone with this CPU-second budget under the load, "
+                         "at 1 thread and the default (0: skip)")
     args = C.parse(ap)
     have_torch = C.optional_torch() is not None
     engines = [("tinytorch", None)] + ([("baseline", args.baseline)] if args.baseline else []) + \
@@ -215,6 +244,24 @@ def main():
                          "calls alone in back-off"],
                         [[name, s["jobs"], f"{s['chunks_caller']} / {s['chunks_workers']}", s["stalls"],
                           s["backed_off_jobs"]] for name, s in pools])
+    if args.gate_seconds > 0:
+        procs = start_load(args.load, args.max_load_seconds)
+        try:
+            time.sleep(0.5)
+            gate = {t: gate_steps(t, args.gate_seconds) for t in (1, default)}
+        finally:
+            stop_load(procs)
+        ratio = gate[default][0] / max(gate[1][0], 1)
+        body += ["", "## A budgeted milestone under the same load", "",
+                 f"`milestones/05_2017_transformer/03_tinypy_ast_gate.py --seconds {args.gate_seconds:g} "
+                 "--eval-every 30`: training stops when the process has spent that many CPU seconds on it "
+                 "(all its threads together), so a default-thread run that stalls spends its budget waiting.", ""]
+        body += C.table(["threads", "optimizer steps in the budget", "gate"],
+                        [[t, gate[t][0], "passed" if gate[t][1] else "not passed"] for t in (1, default)])
+        ok = 0.8 <= ratio <= 1.25
+        body += ["", f"- default threads reached {ratio:.2f}x the 1-thread step count: "
+                     f"{'met' if ok else '**NOT met**'} (target: within 20 %)"]
+        print(f"gate under load: {gate[1][0]} steps on 1 thread, {gate[default][0]} on {default}", flush=True)
     png = plot(results, engines, args, default)
     if png:
         body += ["", f"![p99 per call]({os.path.basename(png)})"]
