@@ -463,11 +463,6 @@ def f32_ptr(array: np.ndarray | None):
     return array.ctypes.data
 
 
-def has_fusion() -> bool:
-    """True when the loaded library exports every tt_fusion_* function."""
-    return lib is not None and all(getattr(lib, n, None) is not None for n in FUSION_SYMBOLS)
-
-
 _exports_seen = {}  # (id(lib), symbol group) -> bool, for the library loaded now
 
 
@@ -479,6 +474,11 @@ def _exports(symbols) -> bool:
     if known is None:
         known = _exports_seen[key] = lib is not None and all(getattr(lib, n, None) is not None for n in symbols)
     return known
+
+
+def has_fusion() -> bool:
+    """True when the loaded library exports every tt_fusion_* function."""
+    return _exports(FUSION_SYMBOLS)
 
 
 def has_qgemm() -> bool:

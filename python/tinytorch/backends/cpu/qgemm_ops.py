@@ -66,15 +66,14 @@ def pack_for(lib, weight_q, packs, reduce_range=False):
         _native.check(lib.tt_qgemm_pack_size(k, n, kernel, ctypes.byref(size)), "quantized_pack")
     buf = np.empty(size.value + 64, dtype=np.uint8)
     offset = (-address(buf)) % 64
+    packed = address(buf) + offset
     if reduce_range:
-        st = lib.tt_qgemm_pack_ex(kernel, flags, k, n, address(w), max(n, 1),
-                                  address(buf) + offset, size.value)
+        st = lib.tt_qgemm_pack_ex(kernel, flags, k, n, address(w), max(n, 1), packed, size.value)
     else:
-        st = lib.tt_qgemm_pack(kernel, k, n, address(w), max(n, 1), address(buf) + offset,
-                               size.value)
+        st = lib.tt_qgemm_pack(kernel, k, n, address(w), max(n, 1), packed, size.value)
     _native.check(st, "quantized_pack")
     packs[key] = (buf, offset, size.value)
-    return address(buf) + offset, size.value
+    return packed, size.value
 
 
 def quantized_pack(weight_q, packs, reduce_range=False):
