@@ -27,7 +27,7 @@ __all__ = ["attention", "attention_backward", "NATIVE_MIN_ATTENTION_WORK"]
 # any_size=True. 0: since the [B, H, rows, d] layouts fold without building broadcast views,
 # the native call, Python and ctypes included, is no slower than the NumPy reference at every
 # shape under the old floor of 2^16 multiply-adds that benchmarks/bench_attention_door.py
-# measures, down to 1 query x 1 key (forward 1.3-3.1x, forward + backward 1.0-1.7x on a
+# measures, down to 1 query x 1 key (forward 1.6-6.2x, forward + backward 1.9-3.2x on a
 # 2-vCPU Zen 3: benchmarks/results/bench_attention_door.md), so every float32 attention
 # without a mask goes native (KV-cache decoding: one query a call).
 NATIVE_MIN_ATTENTION_WORK = 0
