@@ -94,6 +94,61 @@ def test_mlp_unfused_path_when_fc1_is_replaced(rng):
     assert_close(mlp(x).data, fused, 1e-6, 1e-5, "mlp unfused vs fused")
 
 
+@pytest.mark.parametrize("shape", [(0, 5), (1, 5), (2, 3, 5), (7, 13, 5)])
+@pytest.mark.parametrize("fc2_bias", [True, False])
+def test_mlp_one_node_matches_fc2_as_a_layer_bit_for_bit(rng, shape, fc2_bias):
+    """The whole-MLP node (saves x and h, recomputes GELU's output in backward) gives the
+    same bits, forward and every gradient, as the path where fc2 runs as its own layer."""
+    from tinytorch.core.transformers import LinearBiasGELUFunction, MLPFunction
+
+    class Wrapped(Linear):  # a non-plain fc2 takes the fc1+GELU node, then fc2 as a layer
+        pass
+
+    mlp = MLP(5, 11, bias=True)
+    if not fc2_bias:
+        mlp.fc2.bias = None
+    x_data = rng.standard_normal(shape).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+
+    def run():
+        x = Tensor(x_data, requires_grad=True)
+        out = mlp(x)
+        nodes = (type(out._ctx), type(out._ctx.parents[0]._ctx))  # before backward releases them
+        out.backward(g)
+        grads = [x.grad] + [p.grad for p in (mlp.fc1.weight, mlp.fc1.bias, mlp.fc2.weight, mlp.fc2.bias)
+                            if p is not None]
+        for p in mlp.parameters():
+            p.grad = None
+        return out, grads, nodes
+
+    out, grads, nodes = run()
+    assert nodes[0] is MLPFunction  # the one-node path ran
+    ref_fc2 = Wrapped(11, 5, bias=fc2_bias)
+    ref_fc2.weight, ref_fc2.bias = mlp.fc2.weight, mlp.fc2.bias
+    fc2, mlp.fc2 = mlp.fc2, ref_fc2
+    ref_out, ref_grads, ref_nodes = run()
+    mlp.fc2 = fc2
+    assert ref_nodes[1] is LinearBiasGELUFunction  # fc1 + GELU as one node, then fc2 as a layer
+    np.testing.assert_array_equal(out.data, ref_out.data)
+    for a, b in zip(grads, ref_grads):
+        np.testing.assert_array_equal(a, b)
+    # against float64 math, so equal bits are not equal wrong answers
+    x64 = x_data.astype(np.float64).reshape(-1, 5)
+    w1, b1, w2 = (p.data.astype(np.float64) for p in (mlp.fc1.weight, mlp.fc1.bias, mlp.fc2.weight))
+    want = ref_gelu_tanh(x64 @ w1 + b1) @ w2 + (mlp.fc2.bias.data if fc2_bias else 0)
+    assert_close(out.data.reshape(-1, 5), want, 1e-5, 1e-5, "mlp one node vs float64")
+
+
+def test_mlp_one_node_does_not_hold_the_gelu_output(rng):
+    """What the node saves for backward: x, W1, b1, h and W2, nothing the size of GELU's output
+    other than h itself."""
+    mlp = MLP(6, 24)
+    x = Tensor(rng.standard_normal((4, 6)).astype(np.float32), requires_grad=True)
+    out = mlp(x)
+    big = [v for v in vars(out._ctx).values() if isinstance(v, np.ndarray) and v.shape == (4, 24)]
+    assert len(big) == 1 and big[0] is out._ctx.h
+
+
 def _torch_block(block, torch):
     """The same pre-LN block written with torch modules, weights copied across (float64)."""
     e = block.ln1.weight.shape[0]

@@ -166,6 +166,42 @@ class LinearBiasGELUFunction(Function):
         return gx, gw, (gb if need[2] else None)
 
 
+class MLPFunction(Function):
+    """gelu(x @ W1 + b1) @ W2 + b2, saving x and the pre-activation h = x @ W1 only.
+
+    The GELU output a (as large as h) is what fc2's backward needs for W2's gradient; rather
+    than hold it from the forward to the backward (4 x D floats per position, per block: a
+    sixth of a GPT's saved activations), the backward recomputes it from h with the same
+    kernel, so every bit equals the unfused fc1 -> GELU -> fc2 path, and only one block's a
+    is alive at a time. The cost is one bias-GELU pass per block in the backward."""
+
+    def forward(self, x, w1, b1, w2, b2):
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, x.shape[-1])
+        h = _acc.gemm(x2, w1)
+        out = _acc.gemm(_acc.bias_gelu(h, b1), w2)
+        if b2 is not None:
+            out += b2
+        self.x2, self.w1, self.b1, self.h, self.w2, self.lead = x2, w1, b1, h, w2, lead
+        return out.reshape(lead + (w2.shape[1],))
+
+    def backward(self, g):
+        need = self.needs_input_grad
+        g2 = g.reshape(-1, g.shape[-1])
+        a = _acc.bias_gelu(self.h, self.b1)  # fc2's input, recomputed (same bits as the forward's)
+        ga, gw2 = _acc.matmul_backward(a, self.w2, g2, (any(need[:3]), need[3]))
+        del a
+        gb2 = g2.sum(axis=0) if need[4] else None
+        gx = gw1 = gb1 = None
+        if ga is not None:
+            gh, gb1 = _acc.bias_gelu_backward(self.h, self.b1, ga)
+            del ga
+            gx, gw1 = _acc.matmul_backward(self.x2, self.w1, gh, need[:2])  # of h = x2 @ w1
+            if gx is not None:
+                gx = gx.reshape(self.lead + (self.w1.shape[0],))
+        return gx, gw1, (gb1 if need[2] else None), gw2, gb2
+
+
 class MLP(Layer):
     """Position-wise feed-forward: fc2(gelu_tanh(fc1(x))), then dropout.
 
@@ -194,19 +230,25 @@ class MLP(Layer):
         return self.dropout.p
 
     def forward(self, x):
-        """fc2(gelu(fc1(x))) for ``x`` (..., embed_dim), fused when fc1 is a plain Linear."""
+        """fc2(gelu(fc1(x))) for ``x`` (..., embed_dim): one MLPFunction node when fc1 (with a
+        bias) and fc2 are plain Linears, fc1 + GELU fused when only fc1 is."""
         if not isinstance(x, Tensor):
             x = Tensor(x)
-        if type(self.fc1) is Linear and self.fc1.bias is not None:
-            if x.shape[-1] != self.fc1.in_features:
-                raise ValueError(f"MLP: input has {x.shape[-1]} features, fc1 expects {self.fc1.in_features}")
+        fused_fc1 = type(self.fc1) is Linear and self.fc1.bias is not None
+        if fused_fc1 and x.shape[-1] != self.fc1.in_features:
+            raise ValueError(f"MLP: input has {x.shape[-1]} features, fc1 expects {self.fc1.in_features}")
+        if fused_fc1 and type(self.fc2) is Linear:  # the whole MLP as one node (saves less)
+            fc1, fc2 = self.fc1, self.fc2
+            return self.dropout(MLPFunction.apply(x, fc1.weight, fc1.bias, fc2.weight, fc2.bias))
+        if fused_fc1:  # fc2 replaced (LoRA, int8, ...): it runs as its own layer
             h = LinearBiasGELUFunction.apply(x, self.fc1.weight, self.fc1.bias)
         else:
             h = gelu(self.fc1(x), approximate="tanh")
         return self.dropout(self.fc2(h))
 
     def flops(self, input_shapes, output_shape) -> int:
-        """GEMM FLOPs of one call (the profiler asks: the fused path never calls fc1.forward).
+        """GEMM FLOPs of one call (the profiler asks: the fused paths skip fc1.forward,
+        and MLPFunction fc2.forward too).
         ``input_shapes`` is the list of input shapes (the first is (..., D)); ``output_shape``
         is accepted for the profiler's protocol and not needed."""
         rows = math.prod(input_shapes[0][:-1])

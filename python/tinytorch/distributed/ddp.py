@@ -42,7 +42,6 @@ and averaging is the identity); overlap relies on autograd's post-accumulate-gra
 from __future__ import annotations
 
 import contextlib
-import operator
 
 import numpy as np
 
@@ -110,6 +109,7 @@ class DistributedDataParallel:
                 off += p.data.size
         self._position = {id(p): k for k, p in enumerate(self._order)}
         self._param_start = [int(k) for k in np.cumsum([0] + [len(b) for b in self.buckets])]
+        self._sum_flats = _pg.summer_of(self._flats)  # the blocking all-reduces, looked up once
         self._reset_pass()
         self._hook_handles = []
         if _pg.world_size() > 1:
@@ -194,11 +194,12 @@ class DistributedDataParallel:
                                "the last inside ddp.no_sync())")
         k = self._position[id(p)]
         self._pack(p, k)
+        if not self.overlap:  # the records sync_gradients checks; it clears them as it goes
+            self._packed[k] = p.grad
+            return
         if self._packed[k] is _UNPACKED:
             self._count[i] += 1
         self._packed[k] = p.grad
-        if not self.overlap:
-            return
         while self._next < len(self.buckets) and self._count[self._next] == len(self.buckets[self._next]):
             self._start(self._next)
             self._next += 1
@@ -211,26 +212,39 @@ class DistributedDataParallel:
         start the buckets backward has not started, then wait for all)."""
         if not self._sync or self._scale == 1.0:  # world size 1: nothing to average
             return
+        if self.overlap:
+            self._sync_overlapped()
+            return
+        # .grad becomes its view (the all-reduces below average the views in place) once the
+        # check finds it packed: what no hook packed (an unused parameter, no backward since
+        # the last sync, a .grad replaced after backward) is packed now. One loop, clearing
+        # each record as it goes: for a small model this Python, run cold right after a
+        # backward, is all DDP adds to the all-reduce (the CNN's 36 KB: 7 us of ~70).
+        packed, views, unpacked, k = self._packed, self._order_views, _UNPACKED, 0
+        for p in self._order:
+            if p.grad is not packed[k]:
+                self._pack(p, k)
+            packed[k] = unpacked
+            p.grad = views[k]
+            k += 1
+        self._sum_flats()
+
+    def _sync_overlapped(self) -> None:
+        """sync_gradients with overlap: the buckets no hook started start now, then all wait."""
         try:
-            # .grad becomes its view now (the reductions below average the views in place); a
-            # started bucket's hooks packed it, the rest are checked for what no hook packed (an
-            # unused parameter, no backward since the last sync, a .grad replaced after backward)
-            start, order = self._param_start[self._next], self._order
-            packed = self._packed
-            if not all(map(operator.is_, [p.grad for p in order[start:]], packed[start:])):
-                for k in range(start, len(order)):
-                    if packed[k] is not order[k].grad:
-                        self._pack(order[k], k)
-            for p, view in zip(order, self._order_views):
+            packed, views, order = self._packed, self._order_views, self._order
+            start = k = self._param_start[self._next]
+            for p in order[start:]:
+                if p.grad is not packed[k]:
+                    self._pack(p, k)
+                k += 1
+            for p, view in zip(order, views):
                 p.grad = view
-            if self.overlap:
-                while self._next < len(self.buckets):
-                    self._start(self._next)
-                    self._next += 1
-                if self._requests:
-                    from mpi4py import MPI
-                    MPI.Request.Waitall(self._requests)
-            else:
-                _pg.all_reduce_sum_buffers(self._flats)
+            while self._next < len(self.buckets):
+                self._start(self._next)
+                self._next += 1
+            if self._requests:
+                from mpi4py import MPI
+                MPI.Request.Waitall(self._requests)
         finally:
             self._reset_pass()

@@ -253,16 +253,31 @@ def check_same(what: str, layout) -> None:
 
 
 def all_reduce_sum_buffers(arrays) -> None:
-    """Sum each of ``arrays`` (C-contiguous NumPy arrays a caller owns, such as DDP's bucket
-    buffers) over all ranks in place, one blocking ``Allreduce`` each, with no per-call checks:
-    the lean path for buffers checked once when they were made."""
+    """Sum each of ``arrays`` (C-contiguous NumPy arrays a caller owns) over all ranks in
+    place, one blocking ``Allreduce`` each, with no per-call checks."""
+    summer_of(arrays)()
+
+
+def summer_of(arrays):
+    """A function of no arguments that sums each of ``arrays`` (C-contiguous NumPy arrays the
+    caller keeps, such as DDP's bucket buffers) over all ranks in place, one blocking
+    ``Allreduce`` each. Everything looked up once here: a small model's all-reduce is tens of
+    microseconds, and the lookups, import and size check per call (run cold, right after a
+    backward) were measured at 10-15 us of it."""
     c = _comm()
     if c is None or c.Get_size() == 1:
-        return
+        return lambda: None
+    import functools
     from mpi4py import MPI
-    allreduce, in_place, total = c.Allreduce, MPI.IN_PLACE, MPI.SUM
-    for arr in arrays:
-        allreduce(in_place, arr, op=total)
+    allreduce = functools.partial(c.Allreduce, MPI.IN_PLACE, op=MPI.SUM)
+    if len(arrays) == 1:
+        return functools.partial(allreduce, arrays[0])
+    calls = [functools.partial(allreduce, a) for a in arrays]
+
+    def sum_all():
+        for call in calls:
+            call()
+    return sum_all
 
 
 def iall_reduce_sum(arr: np.ndarray):

@@ -192,7 +192,10 @@ class GemmTracer:
 
     def _on_matmul_backward(self, a, b, grad, need=(True, True), *rest, **kwargs):
         a, b, grad = np.asarray(a), np.asarray(b), np.asarray(grad)
-        name = self._forward_names.get((id(a), id(b))) or self._scope_name("matmul")
+        # the forward's name; an operand recomputed in backward (MLPFunction's GELU output)
+        # is a new array, so then the weight's owner names it, as in the forward
+        name = (self._forward_names.get((id(a), id(b))) or self._weight_name(b) or self._weight_name(a)
+                or self._scope_name("matmul"))
         m = 1 if a.ndim == 1 else a.shape[-2]
         k = a.shape[-1]
         n = 1 if b.ndim == 1 else b.shape[-1]
