@@ -203,8 +203,11 @@ def main():
             f"The wall time is measured without the profiler: {now['ms_per_step']:.0f} ms = "
             f"{flops / now['ms_per_step'] / 1e6:.1f} GFLOP/s of model FLOPs ({flops / 1e9:.0f} GFLOP per step, "
             "bench_scale.py's formula).", "",
-            "This is the **before** profile of the GPT-2-small step; the **after** column comes with the kernel "
-            "work of issue #28 (re-run with `--json` here and `--before` there).", ""]
+            (f"Two columns: **{before['label']}**, figures another tree saved with `--json` on this machine, "
+             f"and **{now['label']}**, this tree, run one after the other (the commit that adds this file names "
+             "the older tree)." if before else
+             "One column: this tree. A before / after comparison: `--json PATH` on the older tree, then "
+             "`--before PATH` here."), ""]
         if phases:
             names = list(next(iter(phases.values())))
             prow = []
