@@ -27,7 +27,7 @@ ran next when calls were interleaved one by one). The whole measurement is repea
 and the spread between runs is reported.
 
 Writes build/benchmarks/bench_gemm.md (benchmarks/results/ with --save, or --out) and, next to
-it, bench_gemm.png (GFLOP/s vs N) and bench_gemm_scorecard.png.
+it, <report>.png (GFLOP/s vs N) and <report>_scorecard.png, named after the report.
 """
 from __future__ import annotations
 
@@ -226,11 +226,15 @@ def main():
                      f"of the measured FMA peak ({ceilings[1][1]}; target >= 75%)")
     lines += ["", "## Scorecard (1 thread)", ""]
     lines += C.table(["implementation", "N", "GFLOP/s"], [[r[0], r[1], r[2]] for r in score])
-    lines += ["", "![GFLOP/s vs N](bench_gemm.png)", "", "![scorecard](bench_gemm_scorecard.png)", ""]
+    # the plots are named after the report, so a report under another name (--out) never
+    # overwrites the committed bench_gemm.md's plots
+    stem = os.path.splitext(os.path.basename(args.report))[0]
+    png, score_png = f"{stem}.png", f"{stem}_scorecard.png"
+    lines += ["", f"![GFLOP/s vs N]({png})", "", f"![scorecard]({score_png})", ""]
     text = C.write_report(args.report, "GEMM benchmark (float32, square N x N)", lines, threads=args.threads)
     folder = os.path.dirname(os.path.abspath(args.report))
-    plot(all_runs, args.sizes, args.threads, ceilings, os.path.join(folder, "bench_gemm.png"),
-         score, os.path.join(folder, "bench_gemm_scorecard.png"))
+    plot(all_runs, args.sizes, args.threads, ceilings, os.path.join(folder, png),
+         score, os.path.join(folder, score_png))
     print(text)
     if still_over:
         print("WARNING: figures above the measured FMA peak (peak under-measured): " + "; ".join(still_over),
