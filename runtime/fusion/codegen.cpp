@@ -368,12 +368,25 @@ struct Emitter {
         if (used_exp) {
             /* The runtime's exp (simd_exp.h) written as plain C, so the compiler vectorises it:
              * t = n ln2 + f, exp(f) = 1 + f + f^2 P(f), 2^n applied as 2^(n/2) twice. */
+            /* Where the CPU has FMA, the multiply-adds are fused as in simd_exp.h (the same
+             * bits as the interpreter's vector exp, and half the instructions: without
+             * fmaf, ISO C mode never contracts a * b + c). The clamp is written as the
+             * max / min the vector code uses (NaN passes), which compiles to two
+             * instructions where the nested select took nine. Softmax's exp pass: 8.8 ->
+             * about 4 ms per 10^7 floats on Zen 3. */
             h("/* exp for float32, the runtime's formula (no libm call: the loop vectorises). */\n"
+              "#ifdef __FMA__\n"
+              "#define TT_MADD(a, b, c) fmaf(a, b, c)\n"
+              "#else\n"
+              "#define TT_MADD(a, b, c) ((a) * (b) + (c))\n"
+              "#endif\n"
               "static inline float tt_expf(float t) {\n"
-              "    t = t < %s ? %s : (t > %s ? %s : t); /* NaN passes */\n"
-              "    const float n = rintf(t * %s), f = t - n * %s, f2 = f * f;\n"
-              "    const float p = ((%s * f + %s) * f2 + (%s * f + %s)) * f2 + (%s * f + %s);\n"
-              "    const float e = p * f2 + (f + 1.0f);\n"
+              "    t = %s > t ? %s : t; /* NaN passes (the vector max's rule) */\n"
+              "    t = %s < t ? %s : t;\n"
+              "    const float n = rintf(t * %s), f = TT_MADD(-n, %s, t), f2 = f * f;\n"
+              "    const float p = TT_MADD(TT_MADD(TT_MADD(%s, f, %s), f2, TT_MADD(%s, f, %s)), f2,\n"
+              "                            TT_MADD(%s, f, %s));\n"
+              "    const float e = TT_MADD(p, f2, f + 1.0f);\n"
               "    const int32_t ni = n == n ? (int32_t)n : 0, n1 = ni >> 1, n2 = ni - n1;\n"
               "    const uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;\n"
               "    float s1, s2;\n"

@@ -157,6 +157,28 @@ def test_report_names_the_executor_and_times_both(monkeypatch, mode):
 
 @needs_fusion
 @needs_cc
+def test_generated_exp_has_the_interpreters_bits_where_the_cpu_fuses_multiply_adds(monkeypatch):
+    """The generated C's exp is the runtime's formula with its multiply-adds fused where the
+    CPU has FMA (fmaf; ISO C never contracts a * b + c itself), so on such a CPU the compiled
+    kernel and the interpreter's vector exp agree bit for bit, NaN, inf and both clamps included."""
+    x = np.concatenate([np.linspace(-110, 110, 20011, dtype=np.float32),
+                        np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 88.7, -87.3], np.float32)])
+    out = {}
+    for mode in ("interp", "compiled"):
+        monkeypatch.setenv("TINYTORCH_FUSION", mode)
+        g = compile_graph(lambda a: a.exp(), x)
+        out[mode] = g(x)
+        out[mode + " path"] = last_path()
+    assert out["compiled path"].startswith("fusion:compiled"), out["compiled path"]
+    if not out["interp path"].endswith(("avx2", "avx512")) or "-march=native" not in executors.compiler()[2]:
+        pytest.skip(f"no fused multiply-add on both sides here ({out['interp path']})")
+    np.testing.assert_array_equal(out["compiled"].view(np.uint32), out["interp"].view(np.uint32))
+    normal = (x > -87.0) & (x < 88.0)  # results in float32's normal range
+    np.testing.assert_allclose(out["compiled"][normal], np.exp(x[normal].astype(np.float64)), rtol=3e-7, atol=0)
+
+
+@needs_fusion
+@needs_cc
 def test_generated_c_compiles_with_wall_werror(tmp_path):
     x = np.ones((5, 7), np.float32)
     graphs = [compile_graph(lambda x, b: (x + b).gelu() * x.sigmoid() - x.erf(), x, x[0]),
