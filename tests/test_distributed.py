@@ -147,3 +147,29 @@ def test_sampler_set_epoch_reshuffles_identically():
     assert list(a) == list(b) and list(a) != e0
     with pytest.raises(ValueError, match="rank 2 not in"):
         dist.DistributedSampler(5, num_replicas=2, rank=2)
+
+
+def test_sync_that_fails_to_pack_leaves_every_grad_as_it_was():
+    """sync_gradients packs what no hook packed before any .grad becomes a bucket view; a
+    .grad replaced by one of the wrong shape raises and every .grad keeps its array. White
+    box: one process, with the wrapper's scale and all-reduce set as two ranks would have
+    them (the all-reduce a no-op), so the packing path runs."""
+    from tinytorch.core.layers import Linear, Sequential
+    from tinytorch.core.tensor import Tensor
+
+    model = Sequential(Linear(3, 4), Linear(4, 2))
+    ddp = dist.DistributedDataParallel(model)
+    ddp._scale, ddp._sum_flats = 0.5, lambda: None
+    (model(Tensor(np.ones((5, 3), np.float32))) ** 2).sum().backward()
+    params = list(model.parameters())
+    params[2].grad = np.zeros((7, 7), np.float32)  # replaced after backward, wrong shape
+    before = [p.grad for p in params]
+    with pytest.raises(ValueError):
+        ddp.sync_gradients()
+    assert all(p.grad is g for p, g in zip(params, before))
+    params[2].grad = np.ones(params[2].data.shape, np.float32)
+    want = [np.asarray(p.grad) * 0.5 for p in params]
+    ddp.sync_gradients()
+    for p, w, flat in zip(params, want, [ddp.bucket_buffers[0]] * len(params)):
+        np.testing.assert_array_equal(p.grad, w)
+        assert np.shares_memory(p.grad, flat)

@@ -109,7 +109,7 @@ class DistributedDataParallel:
                 off += p.data.size
         self._position = {id(p): k for k, p in enumerate(self._order)}
         self._param_start = [int(k) for k in np.cumsum([0] + [len(b) for b in self.buckets])]
-        self._sum_flats = _pg.summer_of(self._flats)  # the blocking all-reduces, looked up once
+        self._sum_flats = _pg.bound_all_reduce_sum(self._flats)  # the blocking all-reduces
         self._reset_pass()
         self._hook_handles = []
         if _pg.world_size() > 1:
@@ -194,7 +194,7 @@ class DistributedDataParallel:
                                "the last inside ddp.no_sync())")
         k = self._position[id(p)]
         self._pack(p, k)
-        if not self.overlap:  # the records sync_gradients checks; it clears them as it goes
+        if not self.overlap:  # the record sync_gradients checks (and clears)
             self._packed[k] = p.grad
             return
         if self._packed[k] is _UNPACKED:
@@ -215,18 +215,25 @@ class DistributedDataParallel:
         if self.overlap:
             self._sync_overlapped()
             return
-        # .grad becomes its view (the all-reduces below average the views in place) once the
-        # check finds it packed: what no hook packed (an unused parameter, no backward since
-        # the last sync, a .grad replaced after backward) is packed now. One loop, clearing
-        # each record as it goes: for a small model this Python, run cold right after a
-        # backward, is all DDP adds to the all-reduce (the CNN's 36 KB: 7 us of ~70).
-        packed, views, unpacked, k = self._packed, self._order_views, _UNPACKED, 0
-        for p in self._order:
-            if p.grad is not packed[k]:
-                self._pack(p, k)
-            packed[k] = unpacked
-            p.grad = views[k]
-            k += 1
+        # What no hook packed (an unused parameter, no backward since the last sync, a .grad
+        # replaced after backward) is packed now, and each .grad becomes its view (the
+        # all-reduces below average the views in place). A pack that raises (a replaced .grad
+        # of the wrong shape) gives every .grad back the array it had. Kept to one loop: for
+        # a small model this Python, run cold right after a backward, is all DDP adds to the
+        # all-reduce (the CNN's 36 KB: about 7 us of 70).
+        packed, views, order, k = self._packed, self._order_views, self._order, 0
+        try:
+            for p in order:
+                if p.grad is not packed[k]:
+                    self._pack(p, k)
+                    packed[k] = p.grad
+                p.grad = views[k]
+                k += 1
+        except BaseException:
+            for j in range(k):
+                order[j].grad = packed[j]
+            raise
+        self._packed = [_UNPACKED] * k  # frees the engine's gradient arrays
         self._sum_flats()
 
     def _sync_overlapped(self) -> None:

@@ -5,8 +5,8 @@ What this file owns: ``available``, ``init`` / ``is_initialized`` / ``finalize``
 ``all_gather``, ``reduce_scatter`` (in place or into a given array, zero-copy through the
 buffer protocol; a Tensor's ``.data`` is used), plus the helpers the rest of the package uses
 (``broadcast_object``, ``check_same``: the once-per-plan layout check, ``iall_reduce_sum``:
-the non-blocking sum ddp.py overlaps with backward, ``all_reduce_sum_buffers``: its blocking
-sums over buffers checked once; ``_comm`` stays this file's own).
+the non-blocking sum ddp.py overlaps with backward, ``bound_all_reduce_sum``: its blocking
+sums over buffers checked once, bound once; ``_comm`` stays this file's own).
 
 What it assumes: mpi4py is imported lazily (``import tinytorch`` never loads MPI); without
 mpi4py, and not started by a launcher, this process is world size 1 and every collective is
@@ -15,6 +15,7 @@ leaves the group (after a barrier); ``init`` after it joins the same world again
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
@@ -252,22 +253,15 @@ def check_same(what: str, layout) -> None:
                            "every rank must build the same model with the same options")
 
 
-def all_reduce_sum_buffers(arrays) -> None:
-    """Sum each of ``arrays`` (C-contiguous NumPy arrays a caller owns) over all ranks in
-    place, one blocking ``Allreduce`` each, with no per-call checks."""
-    summer_of(arrays)()
-
-
-def summer_of(arrays):
+def bound_all_reduce_sum(arrays):
     """A function of no arguments that sums each of ``arrays`` (C-contiguous NumPy arrays the
     caller keeps, such as DDP's bucket buffers) over all ranks in place, one blocking
-    ``Allreduce`` each. Everything looked up once here: a small model's all-reduce is tens of
-    microseconds, and the lookups, import and size check per call (run cold, right after a
-    backward) were measured at 10-15 us of it."""
+    ``Allreduce`` each, with no per-call checks. Everything is looked up once here: a small
+    model's all-reduce is tens of microseconds, and the lookups, import and size check per
+    call (run cold, right after a backward) were measured at 10-15 us of it."""
     c = _comm()
     if c is None or c.Get_size() == 1:
         return lambda: None
-    import functools
     from mpi4py import MPI
     allreduce = functools.partial(c.Allreduce, MPI.IN_PLACE, op=MPI.SUM)
     if len(arrays) == 1:
