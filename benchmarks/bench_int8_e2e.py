@@ -4,10 +4,12 @@
                    (tinytorch.extensions.tinyverse.generate_tinytalks, seed 0) for --steps AdamW
                    steps on the first 90% of its text; then copied, and the copy quantized with
                    core.quantization.quantize_model (every Linear: attention projections, MLP and
-                   lm_head -> QuantizedLinear on the runtime's INT8 GEMM), once with 8-bit and
-                   once with reduce_range (7-bit) activations. Reported: the loss on
+                   lm_head -> QuantizedLinear on the runtime's INT8 GEMM), once with the default
+                   reduce_range (7-bit) and once with 8-bit activations. Reported: the loss on
                    the held-out last 10% of the text, float32 vs int8, and greedy decoding with
-                   the KV cache (GPT.generate(use_cache=True)), tokens/s float32 vs int8.
+                   the KV cache (GPT.generate(use_cache=True)), tokens/s float32 vs int8; beside
+                   them the ceiling of any faster Linear: a copy whose Linear layers cost
+                   nothing (each returns a cached output), so what is left is everything else.
   GPT, GPT-2 width the same comparison of decoding speed at GPT-2 small's width (768, 12 heads,
                    4 of its 12 blocks, untrained: speed does not depend on the weights), where the
                    Linear layers are GPT-2's own shapes and their weights no longer fit in cache.
@@ -34,6 +36,7 @@ import _common as C
 
 from tinytorch.core import acceleration  # noqa: E402
 from tinytorch.core.autograd import no_grad  # noqa: E402
+from tinytorch.core.layers import Layer, Linear  # noqa: E402
 from tinytorch.core.losses import cross_entropy  # noqa: E402
 from tinytorch.core.optimizers import AdamW  # noqa: E402
 from tinytorch.core.quantization import model_size_bytes, quantize_model  # noqa: E402
@@ -105,7 +108,8 @@ def decode_rates(models, prompt, new_tokens, repeats):
     return [(new_tokens / statistics.median(t), out) for t, out in zip(times, outs)]
 
 
-RR = {False: "", True: " reduce_range"}
+RR = {True: "", False: " 8-bit"}
+RR_ARG = {True: "", False: ", reduce_range=False"}
 
 
 def quantized_copy(model, reduce_range):
@@ -113,19 +117,45 @@ def quantized_copy(model, reduce_range):
     return q, quantize_model(q, reduce_range=reduce_range)
 
 
+class FreeLinear(Layer):
+    """A Linear that costs one Python call: it returns a cached zero output of its shape (the
+    bound for how fast any Linear layer, int8 or not, could make the model)."""
+
+    def __init__(self, out_features):
+        self.out_features, self._cache = out_features, {}
+
+    def forward(self, x):
+        lead = x.shape[:-1]
+        out = self._cache.get(lead)
+        if out is None:
+            out = self._cache[lead] = Tensor(np.zeros(lead + (self.out_features,), np.float32))
+        return out
+
+
+def free_linear_copy(model):
+    """A copy of ``model`` whose plain Linear layers (quantize_model's targets) are FreeLinear."""
+    q = copy.deepcopy(model)
+    for name, m in [(n, m) for n, m in q.named_modules() if type(m) is Linear and n]:
+        q.set_submodule(name, FreeLinear(m.weight.data.shape[1]))
+    return q
+
+
 def gpt_rows(model, prompt, new_tokens, repeats):
-    """Decoding of the float32 model and of its int8 copies (8-bit and reduce_range
-    activations): (copies, replaced names, float32 tokens/s, per copy: tokens/s, share of greedy
-    tokens equal to float32's, the path its int8 calls ran)."""
-    copies = {rr: quantized_copy(model, rr) for rr in (False, True)}
-    rates = decode_rates([model] + [q for q, _ in copies.values()], prompt, new_tokens, repeats)
+    """Decoding of the float32 model, of its int8 copies (reduce_range, the default, and 8-bit
+    activations) and of its free-Linear copy: (copies, replaced names, float32 tokens/s, per
+    copy: tokens/s, share of greedy tokens equal to float32's, the path its int8 calls ran;
+    tokens/s of the free-Linear copy)."""
+    copies = {rr: quantized_copy(model, rr) for rr in (True, False)}
+    rates = decode_rates([model] + [q for q, _ in copies.values()] + [free_linear_copy(model)],
+                         prompt, new_tokens, repeats)
     r32, out32 = rates[0]
+    rfree = rates[-1][0]
     rows = {}
-    for (rr, (q, _)), (r8, out8) in zip(copies.items(), rates[1:]):
+    for (rr, (q, _)), (r8, out8) in zip(copies.items(), rates[1:-1]):
         q.generate(prompt, 1, temperature=0.0, use_cache=True)
         same = float(np.mean(out32[0, prompt.shape[1]:] == out8[0, prompt.shape[1]:]))
         rows[rr] = (r8, same, acceleration.last_path())
-    return {rr: q for rr, (q, _) in copies.items()}, copies[False][1], r32, rows
+    return {rr: q for rr, (q, _) in copies.items()}, copies[True][1], r32, rows, rfree
 
 
 def cnn_rows(epochs, say):
@@ -150,10 +180,10 @@ def cnn_rows(epochs, say):
             logits = m(Tensor(x_val)).data
         return float(np.mean(logits.argmax(1) == np.asarray(y_val)))
     acc32, rows = accuracy(model), {}
-    for rr in (False, True):
+    for rr in (True, False):
         q, replaced = quantized_copy(model, rr)
         rows[rr] = (accuracy(q), acceleration.last_path(), model_size_bytes(q))
-        say(f"  CNN: accuracy float32 {acc32:.4f}, int8{' rr' if rr else ''} {rows[rr][0]:.4f} "
+        say(f"  CNN: accuracy float32 {acc32:.4f}, int8{RR[rr]} {rows[rr][0]:.4f} "
             f"({replaced}, {rows[rr][1]})")
     return acc32, rows, replaced, model_size_bytes(model)
 
@@ -167,40 +197,48 @@ def main():
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--wide-layers", dest="wide_layers", type=int, default=4)
     args = C.parse(ap)
-    ok, why = acceleration.quantized_path()
+    paths = {rr: acceleration.quantized_path(reduce_range=rr) for rr in (True, False)}
     say = lambda s: print(s, flush=True)  # noqa: E731
-    body = [f"INT8 path: {'`' + why + '`' if ok else 'NumPy (' + why + ')'}; {args.threads} thread(s).", ""]
+    shown = ", ".join(f"{'`' + why + '`' if ok else 'NumPy (' + why + ')'} ({'reduce_range' if rr else '8-bit'})"
+                      for rr, (ok, why) in paths.items())
+    body = [f"INT8 path: {shown}; {args.threads} thread(s).", ""]
     with C.Threads(args.threads):
         say("GPT on TinyTalks:")
         model, tok, held, context, corpus_bytes = train_gpt(args.steps, say)
         prompt = np.array([tok.encode("Q: What is a cache?\nA:")], dtype=np.int64)
-        qs, replaced, r32, rows = gpt_rows(model, prompt, args.new_tokens, args.repeats)
+        qs, replaced, r32, rows, rfree = gpt_rows(model, prompt, args.new_tokens, args.repeats)
         l32 = heldout_loss(model, held, context, tok.vocab_size)
         losses = {rr: heldout_loss(q, held, context, tok.vocab_size) for rr, q in qs.items()}
         for rr, (r8, same, path) in rows.items():
             say(f"  held-out loss float32 {l32:.4f}, int8{RR[rr]} {losses[rr]:.4f}; decode {r32:.0f} vs "
                 f"{r8:.0f} tokens/s ({path})")
+        say(f"  every Linear free: {rfree:.0f} tokens/s ({rfree / r32:.2f}x float32)")
         body += ["## GPT on TinyTalks (trained here)", "",
                  f"Character GPT, width 128, 2 blocks, 4 heads, trained {args.steps} AdamW steps "
                  f"(batch 16 x {context}) on the first 90% of TinyTalks ({corpus_bytes:,} bytes, seed 0); "
-                 f"quantize_model replaced {len(replaced)} Linear layers (8-bit activations, and "
-                 "reduce_range=True: 7-bit, as PyTorch's dynamic Linear); greedy decoding of "
-                 f"{args.new_tokens} tokens with the KV cache, median of {args.repeats} (float32 and "
-                 "its int8 copies decode in turn, one each per round).", ""]
+                 f"quantize_model replaced {len(replaced)} Linear layers (its default reduce_range: "
+                 "7-bit activations, as PyTorch's dynamic Linear; and reduce_range=False: 8-bit); "
+                 f"greedy decoding of {args.new_tokens} tokens with the KV cache, median of "
+                 f"{args.repeats} (float32, its int8 copies and the free-Linear copy decode in turn, "
+                 "one each per round). The last row is the ceiling of any faster Linear layer: the "
+                 "same model with every Linear replaced by one that returns a cached output and "
+                 "costs one Python call, so its speed is everything but the Linear layers.", ""]
         body += C.table(["model", "held-out loss", "decode tokens/s", "greedy tokens as float32's",
                          "int8 path", "bytes (model_size_bytes)"],
                         [["float32", f"{l32:.4f}", f"{r32:.0f}", "", "", model_size_bytes(model)]] +
-                        [[f"int8 (quantize_model{', reduce_range=True' if rr else ''})",
+                        [[f"int8 (quantize_model{RR_ARG[rr]})",
                           f"{losses[rr]:.4f} ({100 * (losses[rr] - l32) / l32:+.2f}%)",
                           f"{r8:.0f} ({r8 / r32:.2f}x)", f"{100 * same:.0f}%", f"`{path}`",
-                          model_size_bytes(qs[rr])] for rr, (r8, same, path) in rows.items()])
+                          model_size_bytes(qs[rr])] for rr, (r8, same, path) in rows.items()] +
+                        [["every Linear free (ceiling of any faster Linear)", "",
+                          f"{rfree:.0f} ({rfree / r32:.2f}x)", "", "", ""]])
         body.append("")
 
         say("GPT at GPT-2 small width:")
         manual_seed(0)
         wide = GPT(tok.vocab_size, embed_dim=768, num_layers=args.wide_layers, num_heads=12, max_seq_len=256)
         wide.eval()
-        _, wreplaced, w32, wrows = gpt_rows(wide, prompt, args.new_tokens, args.repeats)
+        _, wreplaced, w32, wrows, wfree = gpt_rows(wide, prompt, args.new_tokens, args.repeats)
         with acceleration.use_native(False):  # float32 on NumPy / OpenBLAS throughout
             (wblas, _), = decode_rates([wide], prompt, args.new_tokens, args.repeats)
         for rr, (w8, _, wpath) in wrows.items():
@@ -214,9 +252,11 @@ def main():
         body += C.table(["model", "decode tokens/s", "int8 path"],
                         [["float32 (runtime kernels)", f"{w32:.1f}", ""],
                          ["float32 (NumPy / OpenBLAS, use_native(False))", f"{wblas:.1f}", ""]] +
-                        [[f"int8 (quantize_model{', reduce_range=True' if rr else ''})",
+                        [[f"int8 (quantize_model{RR_ARG[rr]})",
                           f"{w8:.1f} ({w8 / w32:.2f}x runtime float32, {w8 / wblas:.2f}x NumPy float32)",
-                          f"`{wpath}`"] for rr, (w8, _, wpath) in wrows.items()])
+                          f"`{wpath}`"] for rr, (w8, _, wpath) in wrows.items()] +
+                        [["every Linear free (ceiling of any faster Linear)",
+                          f"{wfree:.1f} ({wfree / w32:.2f}x runtime float32)", ""]])
         body.append("")
 
         say("CNN (milestone 04):")

@@ -136,14 +136,16 @@ def test_quantized_linear_integer_path_is_exact(rng, shape, per_channel):
 @pytest.mark.parametrize("shape", [(5, 7), (2, 3, 7), (1, 7)])
 def test_quantized_linear_reduce_range_is_exact_on_7_bit_inputs(rng, shape):
     lin = Linear(7, 4)
-    ql = QuantizedLinear.from_linear(lin, reduce_range=True)
-    ql8 = QuantizedLinear.from_linear(lin)
-    assert ql.reduce_range and not ql8.reduce_range  # the default keeps 8 bits
+    ql = QuantizedLinear.from_linear(lin)
+    ql8 = QuantizedLinear.from_linear(lin, reduce_range=False)
+    assert ql.reduce_range and not ql8.reduce_range  # 7 bits by default, as PyTorch's dynamic Linear
     x = rng.standard_normal(shape).astype(np.float32)
     x2 = x.reshape(-1, 7)
     xq = ql.quantize_input(x2)
     assert xq.q.max() <= 127 and xq.zero_point.max() <= 127
-    np.testing.assert_array_equal(ql8.quantize_input(x2).q, quantize_rows(x2).q)
+    np.testing.assert_array_equal(xq.q, quantize_rows(x2).q)  # the layer's and the function's default agree
+    np.testing.assert_array_equal(ql8.quantize_input(x2).q, quantize_rows(x2, reduce_range=False).q)
+    assert ql8.quantize_input(x2).q.max() > 127  # 8 bits use the upper half
     acc = ql.int_matmul(xq.q, xq.zero_point)
     exact = (xq.q.astype(np.int64) - xq.zero_point[:, None]) @ ql.weight_q.astype(np.int64)
     np.testing.assert_array_equal(acc, exact)

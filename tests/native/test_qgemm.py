@@ -204,7 +204,7 @@ def test_thread_counts_give_identical_bits():
 
 def test_pack_made_once_and_remade_only_when_needed():
     lin = Linear(96, 40)
-    ql = QuantizedLinear.from_linear(lin)
+    ql = QuantizedLinear.from_linear(lin, reduce_range=False)  # 8-bit packs: keyed by the kernel alone
     assert list(ql._packs) == [_native.lib.tt_qgemm_kernel_active()]  # packed in from_linear
     buf = ql._packs[_native.lib.tt_qgemm_kernel_active()][0]
     x = np.random.default_rng(0).standard_normal((4, 96)).astype(np.float32)
@@ -228,9 +228,13 @@ def test_quantize_model_runs_native_and_bad_input_raises():
     from tinytorch.core.layers import Sequential
     from tinytorch.core.activations import ReLU
     model = Sequential(Linear(20, 30), ReLU(), Linear(30, 5))
+    eight_bit = copy.deepcopy(model)
     assert quantize_model(model) == ["0", "2"]
     out = model(Tensor(np.ones((3, 20), np.float32)))
-    assert out.shape == (3, 5) and acc.last_path() == f"native:qgemm:{active_kernel()}"
+    assert out.shape == (3, 5) and acc.last_path() == f"native:qgemm:{rr_kernel()}"  # the 7-bit default
+    assert quantize_model(eight_bit, reduce_range=False) == ["0", "2"]
+    eight_bit(Tensor(np.ones((3, 20), np.float32)))
+    assert acc.last_path() == f"native:qgemm:{active_kernel()}"
     x = np.ones((2, 20), np.float32)
     x[1, 4] = np.inf
     with pytest.raises(ValueError, match="row 1"):

@@ -16,13 +16,13 @@ What this file owns
   dequantize(q, qp) = (q - zero_point) * scale
   quantize_int8(...) -> QuantizedTensor (q, params; ``dequantize()``, ``nbytes``)
   quantization_error(x, x_hat)   max/mean absolute error, RMSE and SQNR in dB
-  QuantizedLinear.from_linear(linear, per_channel=True, reduce_range=False)   int8 weights
+  QuantizedLinear.from_linear(linear, per_channel=True, reduce_range=True)   int8 weights
       (symmetric, per output channel), packed once for the runtime's INT8 kernel; at run time
       each input row is quantized to u8 (asymmetric, dynamic range: ``quantize_rows``), the
       product is accumulated exactly in int32, and one float multiply per output rescales it:
           y = act(sx[i] * sw[j] * sum_k (xq[i, k] - zx[i]) * wq[k, j] + b[j])
-  quantize_rows(x, reduce_range=False)   the per-row u8 quantization the layer applies
-  quantize_model(model, reduce_range=False)   replaces every plain ``Linear`` (by name) with a
+  quantize_rows(x, reduce_range=True)   the per-row u8 quantization the layer applies
+  quantize_model(model, reduce_range=True)   replaces every plain ``Linear`` (by name) with a
       QuantizedLinear
 
 reduce_range (PyTorch's name): 7-bit activations
@@ -31,9 +31,15 @@ reduce_range (PyTorch's name): 7-bit activations
   vpmaddubsw exactly (a u8 x s8 pair sums to at most 2 * 127 * 128 = 32512, inside its
   saturating 16-bit result): the avx2_u7 kernel, about 1.4x the multiply rate of the exact
   8-bit scheme. PyTorch's dynamic Linear (quantize_dynamic, fbgemm) uses reduce_range=True for
-  the same reason. The default stays False: it keeps today's 8-bit bits on every ISA (one
-  more bit of activation precision, half the rounding step), and the integers of a given
-  setting are identical on every kernel either way (the other kernels are exact for any u8).
+  the same reason, and it is the default here too: the same activation integers as PyTorch's
+  dynamic int8, on every ISA, and the fast exact kernel where most laptops without VNNI are.
+  ``reduce_range=False`` keeps 8 bits (one more bit of activation precision, half the
+  rounding step) at the slower exact scheme on AVX2 without VNNI (u16 activations through
+  vpmaddwd). The integers of a given setting are identical on every kernel either way (the
+  other kernels are exact for any u8). Measured on a 2-vCPU Zen 3 (AVX2, no VNNI), 1 thread,
+  GPT-2-small GEMMs at M >= 16: 1.9-4.2x our float32 with reduce_range, 1.1-3.2x without
+  (benchmarks/results/bench_int8_avx2.md); held-out loss of the quantized GPT +0.5 % vs +0.1 %
+  of float32's (bench_int8_e2e_avx2.md).
   model_size_bytes(model), size_report(float_model, quantized_model)
 
 Where the integer product runs
@@ -225,9 +231,10 @@ class QuantizedRows:
                 * self.scale[:, None])
 
 
-def quantize_rows(x, reduce_range: bool = False) -> QuantizedRows:
+def quantize_rows(x, reduce_range: bool = True) -> QuantizedRows:
     """Dynamic per-row asymmetric u8 quantization of ``x``, a float (M, K) Tensor or array, the one
-    QuantizedLinear applies to its input: onto [0, 255], or [0, 127] with ``reduce_range``
+    QuantizedLinear applies to its input: onto [0, 127] with ``reduce_range`` (the default, as
+    the layer's), or [0, 255] with ``reduce_range=False``
     (formula: tinytorch.h tt_qgemm_quantize_rows_ex; the runtime and the NumPy fallback give the
     same bits). ValueError for inf or NaN."""
     q, scale, zp = acceleration.quantize_rows(_array(x), reduce_range)
@@ -259,15 +266,16 @@ class QuantizedLinear(Layer):
             output channel along axis 1).
         bias: float bias (out,) or None; kept in float32.
         activation: None, "relu" or "gelu": applied to the output in the same kernel call.
-        reduce_range: quantize the activations to 7 bits, [0, 127] (PyTorch's reduce_range;
-            the fast exact kernel on AVX2 without VNNI); False keeps 8 bits (module docstring).
+        reduce_range: quantize the activations to 7 bits, [0, 127] (the default, as PyTorch's
+            dynamic Linear; the fast exact kernel on AVX2 without VNNI); False keeps 8 bits,
+            [0, 255] (module docstring).
 
     Shape: input (..., in_features) -> output (..., out_features), float32; a Tensor in
     gives a Tensor (without gradient) out, an array gives an array.
     """
 
     def __init__(self, weight_q: QuantizedTensor, bias: np.ndarray | None, activation: str | None = None,
-                 reduce_range: bool = False):
+                 reduce_range: bool = True):
         if weight_q.q.ndim != 2:
             raise ValueError(f"QuantizedLinear: weight must be 2-D (in, out), got {weight_q.q.shape}")
         if not weight_q.params.symmetric:
@@ -294,11 +302,11 @@ class QuantizedLinear(Layer):
 
     @classmethod
     def from_linear(cls, linear: Linear, per_channel: bool = True, activation: str | None = None,
-                    reduce_range: bool = False) -> "QuantizedLinear":
+                    reduce_range: bool = True) -> "QuantizedLinear":
         """Quantize a trained ``linear``'s weight symmetrically, one scale per output column
         when ``per_channel`` (else one for the whole weight); the bias stays float;
         ``activation`` (None, "relu", "gelu") is fused into the layer; ``reduce_range``
-        quantizes its inputs to 7 bits (PyTorch's dynamic Linear does; the default False keeps
+        quantizes its inputs to 7 bits (the default, as PyTorch's dynamic Linear; False keeps
         8 bits: see the module docstring)."""
         w = linear.weight.data
         qt = quantize_int8(w, symmetric=True, per_channel=per_channel, axis=1)
@@ -349,10 +357,10 @@ class QuantizedLinear(Layer):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8{act}{rr}"
 
 
-def quantize_model(model: Layer, per_channel: bool = True, skip=(), reduce_range: bool = False) -> list[str]:
+def quantize_model(model: Layer, per_channel: bool = True, skip=(), reduce_range: bool = True) -> list[str]:
     """Replace every plain ``Linear`` in ``model`` (except names in ``skip``) by a QuantizedLinear
     in place; returns the replaced names. ``per_channel`` and ``reduce_range`` (7-bit
-    activations, as PyTorch's quantize_dynamic; default False, 8 bits) as in
+    activations by default, as PyTorch's quantize_dynamic; False for 8 bits) as in
     ``QuantizedLinear.from_linear``. Only sub-layers are replaced (a bare Linear passed as
     ``model`` is not)."""
     targets = [(name, m) for name, m in model.named_modules() if type(m) is Linear and name and name not in skip]
