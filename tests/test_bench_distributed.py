@@ -91,6 +91,8 @@ def test_quick_run_reports_what_it_measured(tmp_path, bench):
         comm = {k: _median(v) for k, v in m["comm_ms"].items()}
         assert s["ddp_vs_raw"]["25"] == pytest.approx(comm["raw_one"] / comm["ddp_25"])
         assert s["ddp_vs_raw"]["run"] == pytest.approx(comm["raw_run"] / comm["ddp_run"])
+        assert s["buckets_vs_raw"]["25"] == pytest.approx(comm["raw_one"] / comm["bkt_25"])
+        assert s["buckets_vs_raw"]["run"] == pytest.approx(comm["raw_run"] / comm["bkt_run"])
         assert s["overlap_saving_ms"] == pytest.approx(s["step_median_ms"]["2x1 ddp_off"]
                                                        - s["step_median_ms"]["2x1 ddp_on"])
         # the bucket layouts cover every trainable gradient exactly once

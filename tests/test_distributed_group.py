@@ -27,3 +27,12 @@ def test_ddp_and_zero_without_mpi4py_match_plain_adam():
     r = run("world_one_worker.py", [], 1)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip() == "ok"
+
+
+@needs_mpi
+def test_available_names_the_mpi_library_without_control_bytes():
+    """Open MPI's MPI_Get_library_version ends with a NUL byte; it once reached the reports."""
+    from tinytorch import distributed as dist
+    ok, detail = dist.available()
+    assert ok and detail.startswith("mpi4py ")
+    assert detail.isprintable(), repr(detail)

@@ -32,7 +32,8 @@ def available() -> tuple[bool, str]:
     try:
         import mpi4py
         from mpi4py import MPI
-        lib = MPI.Get_library_version().splitlines()[0].strip()
+        # Open MPI ends the string with a NUL byte, which would reach reports and `tinytorch info`
+        lib = MPI.Get_library_version().replace("\0", "").splitlines()[0].strip()
         return True, f"mpi4py {mpi4py.__version__} on {lib}"
     except Exception as e:  # ImportError, or the MPI shared library failing to load
         return False, f"mpi4py/MPI not importable ({type(e).__name__}: {e}); pip install 'tinytorch[distributed]'"
