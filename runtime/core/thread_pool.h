@@ -34,10 +34,14 @@ namespace tt {
 using ChunkFn = void (*)(void *ctx, int64_t chunk, int slot);
 void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx);
 
-/* nt, or 1 while the pool is in a back-off (its calls will run on their caller alone): a
- * kernel that shapes its work by its thread count (the GEMM's chunk grid) asks first, so a
- * call that will run alone is cut as on one thread. */
-int threads_now(int nt);
+/* How many threads a call of nt threads will really use: nt, or 1 while the pool is in a
+ * back-off (its calls run on their caller alone), or 1 when every worker is asleep and the
+ * call's estimated one-thread time `solo_us` is too short to pay for waking one (a sleeping
+ * worker takes tens of microseconds to start: kernels called from Python a little apart
+ * find the workers asleep; back to back, still spinning). A kernel that shapes its work by
+ * its thread count (the GEMM's chunk grid) asks first, so a call that will run alone is
+ * cut as on one thread. */
+int threads_now(int nt, double solo_us);
 
 /* Threads the kernels should use (1..TT_MAX_THREADS, within OMP_THREAD_LIMIT). */
 int num_threads();

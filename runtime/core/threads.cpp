@@ -177,6 +177,11 @@ constexpr int64_t kStallNoChunkUs = 50000;
  * stalls; 2 times the wait let the small calls' p99 under load take a slice every few
  * hundred calls.) TINYTORCH_THREAD_BACKOFF=0 turns it off. */
 constexpr int64_t kBackoffMinUs = 1000, kBackoffMaxUs = 1000000, kBackoffPerWait = 8;
+/* A call whose one-thread estimate is below this runs alone when every worker sleeps.
+ * Waking a sleeping worker cost 30-60 us on the 2-vCPU Zen 3 VM (an idle vCPU's wake-up);
+ * GEMMs 200 us of Python apart, 2 / 1 thread time (medians of 3 alternating runs):
+ * 1.17-1.26x at 2M multiply-adds (~50 us alone), 1.01-1.07x at 4M, 0.87x at 8M. */
+constexpr double kWakeWorthUs = 150;
 constexpr int kBackoffDecayShift = 8;
 
 thread_local bool t_inside = false;  // a pool worker, or a caller inside a job
@@ -315,13 +320,16 @@ int num_threads() {
     return limit > 0 && n > limit ? (int)limit : n;
 }
 
-int threads_now(int nt) {
+int threads_now(int nt, double solo_us) {
     if (nt <= 1) return nt;
     Pool &p = pool();
-    if (!p.backoff_enabled || t_inside) return nt;
+    if (t_inside) return nt;
     std::unique_lock<std::mutex> owner(p.submit, std::try_to_lock);
     if (!owner.owns_lock()) return nt;  // another thread's call is running: run_chunks decides
-    if (now_us() >= p.solo_until_us) return nt;
+    if (solo_us < kWakeWorthUs && !p.workers.empty() &&
+        p.sleeping.load() >= (int)p.workers.size())
+        return 1;  // not worth a wake-up (a worker falling asleep right now is a near miss)
+    if (!p.backoff_enabled || now_us() >= p.solo_until_us) return nt;
     p.stat[BACKED_OFF].fetch_add(1);
     return 1;
 }

@@ -512,6 +512,17 @@ const char *gemm_path(const GemmArgs &g, const GemmMicroKernel *uk) {
     return use_narrow(g, uk) ? uk->narrow_path : uk->path;
 }
 
+/* A GEMM's one-thread time, roughly, for the pool's wake-up rule (thread_pool.h): the longer
+ * of its multiply-adds at 40 per ns (about 80 % of one AVX2 core's FMA peak; faster cores
+ * only make the estimate cautious, i.e. closer to always waking) and its operand bytes at
+ * 10 GB/s (tall, skinny products are memory-bound: 43264 x 9 x 8, 3M multiply-adds, took
+ * 1.2-1.5 ms alone and 0.53-0.71x that on two threads even with the worker asleep). */
+double solo_us_estimate(const GemmArgs &g) {
+    const double macs = (double)g.M * (double)g.N * (double)g.K;
+    const double bytes = 4.0 * ((double)g.M * (double)g.K + (double)g.K * (double)g.N + 2.0 * (double)g.M * (double)g.N);
+    return std::max(macs / 40000.0, bytes / 10000.0);
+}
+
 /* One GEMM, whole: the narrow path or the tiled one. */
 tt_status run_gemm_panels(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
     if (g.M == 0 || g.N == 0) return TT_OK;
@@ -534,7 +545,7 @@ tt_status run_gemm_panels(const GemmArgs &g, const GemmMicroKernel *uk, int thre
     /* A call the pool will run alone (a back-off after a stall) is cut as on one thread: the
      * finer grid of nt threads repacks A more often, and run by one thread it measured about
      * 1.1x the one-thread time (N = 256 beside one busy core of two). */
-    nt = tt::threads_now(nt);
+    nt = tt::threads_now(nt, solo_us_estimate(g));
     float *packed_b = tls_pack_b.reserve(b_floats);
     if (packed_b == nullptr) return TT_ERR_OUT_OF_MEMORY;
     return run_blocked(g, b, packed_b, a_floats, nt) ? TT_OK : TT_ERR_OUT_OF_MEMORY;

@@ -161,6 +161,30 @@ def test_a_slow_worker_backs_the_pool_off(restore_threads):
         _native.check(_native.lib.tt_thread_pool_slow(-1))
 
 
+def test_a_short_gemm_does_not_wake_sleeping_workers(restore_threads):
+    """A GEMM whose one-thread estimate cannot pay for waking a sleeping worker (128^3: ~50 us)
+    runs on its caller; a long one (256 x 512 x 256: ~800 us) wakes them. Both give the
+    1-thread bits. The workers fall asleep 20 us after a job: the sleeps below outlast that."""
+    import time
+    rng = np.random.default_rng(5)
+    small = rng.standard_normal((128, 128), dtype=np.float32), rng.standard_normal((128, 128), dtype=np.float32)
+    big = rng.standard_normal((256, 512), dtype=np.float32), rng.standard_normal((512, 256), dtype=np.float32)
+    tinytorch.set_num_threads(1)
+    want = [acc.matmul(*small), acc.matmul(*big)]
+    tinytorch.set_num_threads(2)
+    acc.matmul(*big)  # the pool's worker exists
+    jobs = []
+    for (a, b), w in zip((small, big), want):
+        time.sleep(0.05)
+        native.reset_thread_stats()
+        got = acc.matmul(a, b)
+        jobs.append(native.thread_stats()["jobs"])
+        assert np.array_equal(got, w)
+        assert acc.last_path().startswith("native")
+    assert jobs[0] == 0, "a 2M multiply-add GEMM woke a sleeping worker"
+    assert jobs[1] >= 1, "a 33M multiply-add GEMM ran without the pool"
+
+
 def test_two_python_threads_at_once(restore_threads):
     tinytorch.set_num_threads(2)
     rng = np.random.default_rng(3)
