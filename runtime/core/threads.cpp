@@ -179,8 +179,9 @@ constexpr int64_t kStallNoChunkUs = 50000;
 constexpr int64_t kBackoffMinUs = 1000, kBackoffMaxUs = 1000000, kBackoffPerWait = 8;
 /* A call whose one-thread estimate is below this runs alone when every worker sleeps.
  * Waking a sleeping worker cost 30-60 us on the 2-vCPU Zen 3 VM (an idle vCPU's wake-up);
- * GEMMs 200 us of Python apart, 2 / 1 thread time (medians of 3 alternating runs):
- * 1.17-1.26x at 2M multiply-adds (~50 us alone), 1.01-1.07x at 4M, 0.87x at 8M. */
+ * GEMMs 200 us of Python apart, 2 / 1 thread time (medians of 3 alternating runs, two
+ * sessions): 1.24-1.36x at 2M multiply-adds (~50 us alone), 1.01-1.18x at 4M, 0.87-0.96x
+ * at 8M (benchmarks/results/no_load_pool_before_after.md, follow-up). */
 constexpr double kWakeWorthUs = 150;
 constexpr int kBackoffDecayShift = 8;
 
