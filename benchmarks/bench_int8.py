@@ -18,8 +18,9 @@ GPT-2 small block, K x N = 768 x 768 (attention projection), 768 x 3072 (MLP up)
   ORT int8    ONNX Runtime's dynamically quantized MatMul, where onnx and onnxruntime are
               installed (the report says when they are not): the layer exported by
               tinytorch.export.to_onnx, then onnxruntime.quantization.quantize_dynamic (s8
-              per-channel 7-bit weights, its reduce_range; dynamic u8 activations), run by an InferenceSession with
-              intra_op_num_threads = the row's threads (its run() call included, as users call it).
+              per-channel 7-bit weights, its reduce_range; dynamic u8 activations), run by an
+              InferenceSession with intra_op_num_threads = the row's threads (its run() call
+              included, as users call it).
 
 Times are medians of rounds of timed blocks (measure_rounds). GOP/s count 2 ops per
 multiply-add, held against this machine's measured integer ceiling of the instructions the

@@ -37,9 +37,9 @@ reduce_range (PyTorch's name): 7-bit activations
   rounding step) at the slower exact scheme on AVX2 without VNNI (u16 activations through
   vpmaddwd). The integers of a given setting are identical on every kernel either way (the
   other kernels are exact for any u8). Measured on a 2-vCPU Zen 3 (AVX2, no VNNI), 1 thread,
-  GPT-2-small GEMMs at M >= 16: 1.9-4.2x our float32 with reduce_range, 1.1-3.2x without
-  (benchmarks/results/bench_int8_avx2.md); held-out loss of the quantized GPT +0.5 % vs +0.1 %
-  of float32's (bench_int8_e2e_avx2.md).
+  GPT-2-small GEMMs at M >= 16, two runs: 1.5-4.2x our float32 with reduce_range, 1.0-3.2x
+  without (benchmarks/results/bench_int8_avx2.md and docs/int8.md); held-out loss of the
+  quantized GPT +0.5 % vs +0.1 % of float32's (bench_int8_e2e_avx2.md).
   model_size_bytes(model), size_report(float_model, quantized_model)
 
 Where the integer product runs

@@ -22,14 +22,14 @@ flat buckets of about ``bucket_mb`` MB of one dtype), and the two ways to averag
 Each bucket owns one flat buffer for the life of the wrapper, allocated and touched once at
 wrap time: an ``Allreduce`` on a fresh array each step paid for first-touch page faults and the
 MPI transport's handling of new memory (a 3.3 MB bucket on 2 ranks: 5.7 ms fresh vs 1.1 ms
-reused, raw ``Allreduce`` 0.6 ms). The buffers share one allocation; from 2 MiB on it is its own
-mapping, 2 MiB aligned and marked for transparent huge pages (``_bucket_memory``): MPI's
+reused, raw ``Allreduce`` 0.6 ms). The buffers share one allocation; from 2 MiB on it is its
+own mapping, 2 MiB aligned and marked for transparent huge pages (``_bucket_memory``): MPI's
 shared-memory all-reduce walks both ranks' pages, and on 4 KiB pages the GPT of
 bench_distributed.py (3.3 MB in 5 buckets) took 1.12-1.28x as long as raw ``Allreduce`` on
-buffers NumPy happened to place in huge-page memory. Packing scales by 1/N in the same pass (exact for N a power
-of two), so no pass divides afterwards; the averaged gradients are left in ``.grad`` as views of
-the buffer (PyTorch's ``gradient_as_bucket_view``): a ``.grad`` array kept from one step is
-overwritten by the next synchronised step (copy it to keep it). The hook leaves ``.grad`` the
+buffers NumPy happened to place in huge-page memory. Packing scales by 1/N in the same pass
+(exact for N a power of two), so no pass divides afterwards; the averaged gradients are left
+in ``.grad`` as views of the buffer (PyTorch's ``gradient_as_bucket_view``): a ``.grad`` array
+kept from one step is overwritten by the next synchronised step (copy it to keep it). The hook leaves ``.grad`` the
 engine's own array until ``sync_gradients()``, so a second backward before it (without
 ``no_sync``, overlap off) accumulates as usual and its hook packs the sum again. Both modes give
 the same bits. A ``.grad`` replaced after backward is packed again by ``sync_gradients()``; one
