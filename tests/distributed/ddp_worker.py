@@ -1,5 +1,5 @@
 """Worker run by tests/test_distributed*.py, as ``mpirun -n 2 python ddp_worker.py OUT MODE MODEL``
-or as one process. Trains a float64 model (MODEL: "mlp", "cnn" or "gpt") with Adam for 20 steps
+or as one process. Trains a float64 model (float32 in mode "float32"; MODEL: "mlp", "cnn" or "gpt") with Adam for 20 steps
 on a fixed global batch: each rank takes its DistributedSampler shard (mean loss over its rows),
 DDP averages the gradients, so the result must equal one process on the whole batch.
 
@@ -8,7 +8,7 @@ step, the first under no_sync, loss scaled by 1/2; "nosync-overlap" the same wit
 "twice" (two micro-batches, loss scaled by 1/2, both backward passes synchronised: the second
 accumulates onto the first and its hooks pack the sum again); "halved" (every .grad replaced by
 half of it between backward and sync_gradients: DDP must average the replaced arrays, as one
-process steps on them);
+process steps on them); "float32" (plain, with float32 parameters and inputs);
 "lora" (LoRA adapters on the MLP, frozen base: DDP must bucket only the adapters); "zero"
 (ZeroRedundancyOptimizer(Adam) and no DDP averaging: identical to plain Adam); "zero-adamw" and
 "adamw" (its reference); "skip" (no gradient averaging: must differ); "mismatch" (rank 1 has
@@ -48,14 +48,19 @@ class CNN(Layer):
         return self.head(x.reshape(x.shape[0], -1))
 
 
+def dtype_of(mode):
+    return np.float32 if mode == "float32" else np.float64
+
+
 def build(model_name, mode, rank):
     tt_random.manual_seed(1234 + rank)  # different init per rank: DDP must broadcast rank 0's
+    dtype = dtype_of(mode)
     data = np.random.default_rng(7)
     if model_name == "mlp":
         hidden = 17 if mode == "mismatch" and rank == 1 else 16  # "mismatch": DDP must refuse
         model = Sequential(Linear(5, hidden), ReLU(), Linear(hidden, 3))
         X, Y = data.standard_normal((16, 5)), data.standard_normal((16, 3))
-        loss = lambda out, y: mse_loss(out, Tensor(y, dtype=np.float64))  # noqa: E731
+        loss = lambda out, y: mse_loss(out, Tensor(y, dtype=dtype))  # noqa: E731
     elif model_name == "cnn":
         model = CNN()
         X, Y = data.standard_normal((8, 1, 8, 8)), data.integers(0, 3, 8)
@@ -68,7 +73,7 @@ def build(model_name, mode, rank):
     else:
         raise ValueError(f"unknown model {model_name!r}")
     for p in model.parameters():
-        p.data = p.data.astype(np.float64)
+        p.data = p.data.astype(dtype)
     if mode == "lora":
         from tinytorch.extensions.lora import inject_lora
         inject_lora(model, ["0", "2"], rank=2)
@@ -79,8 +84,8 @@ def build(model_name, mode, rank):
     return model, X, Y, loss
 
 
-def inputs(model_name, x):
-    return Tensor(x) if model_name == "gpt" else Tensor(x, dtype=np.float64)
+def inputs(model_name, x, mode):
+    return Tensor(x) if model_name == "gpt" else Tensor(x, dtype=dtype_of(mode))
 
 
 def main(out, mode, model_name):
@@ -108,10 +113,10 @@ def main(out, mode, model_name):
             half = len(idx) // 2
             sync = contextlib.nullcontext() if mode == "twice" else ddp.no_sync()
             with sync:
-                (loss_fn(ddp(inputs(model_name, X[idx[:half]])), Y[idx[:half]]) * 0.5).backward()
-            (loss_fn(ddp(inputs(model_name, X[idx[half:]])), Y[idx[half:]]) * 0.5).backward()
+                (loss_fn(ddp(inputs(model_name, X[idx[:half]], mode)), Y[idx[:half]]) * 0.5).backward()
+            (loss_fn(ddp(inputs(model_name, X[idx[half:]], mode)), Y[idx[half:]]) * 0.5).backward()
         else:
-            loss_fn(ddp(inputs(model_name, X[idx])), Y[idx]).backward()
+            loss_fn(ddp(inputs(model_name, X[idx], mode)), Y[idx]).backward()
         if mode == "plain" and dist.world_size() > 1:
             # the hooks packed every gradient, times 1/N, into its bucket during backward
             flat = np.concatenate(ddp.bucket_buffers)
