@@ -241,9 +241,9 @@ def main():
     if pools:
         body += ["", f"## The pool's counters in the loaded runs (the {default}-thread turns)", ""]
         body += C.table(["engine", "parallel calls", "chunks by caller / workers", "stalls",
-                         "calls alone in back-off"],
+                         "one-core calls", "calls alone in back-off"],
                         [[name, s["jobs"], f"{s['chunks_caller']} / {s['chunks_workers']}", s["stalls"],
-                          s["backed_off_jobs"]] for name, s in pools])
+                          s.get("one_core_jobs", "-"), s["backed_off_jobs"]] for name, s in pools])
     if args.gate_seconds > 0:
         procs = start_load(args.load, args.max_load_seconds)
         try:

@@ -147,9 +147,11 @@ TT_API const char *tt_isa_env_error(void);
  * schedule (reductions add per-chunk partial sums in chunk order). After a call that
  * waited over 1 ms for a preempted worker, later calls run on the caller alone for a short
  * back-off period (8 times the wait, at least 1 ms, doubling while stalls recur, up to
- * 1 s, fading after clean parallel calls; TINYTORCH_THREAD_BACKOFF=0 turns it off); a
- * GEMM called during a back-off is cut into the chunk grid of one thread, since it will run
- * alone.
+ * 1 s, fading after clean parallel calls; TINYTORCH_THREAD_BACKOFF=0 turns it off). A call
+ * whose workers ran only on the caller's own core (the scheduler's placement when another
+ * thread holds every other core: the two took turns, 1.17x one thread's time) backs off
+ * the same way, its window doubling from 1 ms while it repeats. A GEMM called during a
+ * back-off is cut into the chunk grid of one thread, since it will run alone.
  * Small problems run on the caller alone (each kernel family's rule is in
  * runtime/core/config.h), and a GEMM whose one-thread time is estimated under 150 us runs
  * alone when every worker sleeps (waking one cost 30-60 us on a 2-vCPU VM). A kernel called from inside a chunk, or from a second thread
@@ -166,9 +168,11 @@ TT_API const char *tt_threads_source(void);
  * caller alone because the pool was busy with another thread's call, `chunks_caller` and
  * `chunks_workers` chunks run by calling threads and by pool workers, `stalls` joins that
  * waited long for a claimed chunk, `backed_off_jobs` calls run alone during a back-off,
- * `workers` the pool's threads. */
+ * `one_core_jobs` calls whose workers ran only on the caller's own core (each starts a
+ * back-off), `workers` the pool's threads. */
 typedef struct tt_thread_stats {
-    int64_t jobs, solo_jobs, chunks_caller, chunks_workers, stalls, backed_off_jobs, workers;
+    int64_t jobs, solo_jobs, chunks_caller, chunks_workers, stalls, backed_off_jobs, one_core_jobs,
+        workers;
 } tt_thread_stats_t;
 TT_API tt_status tt_thread_stats(tt_thread_stats_t *out);
 TT_API tt_status tt_thread_stats_reset(void);  /* also ends a back-off period */

@@ -47,7 +47,7 @@ class MemoryStats(ctypes.Structure):
 class ThreadStats(ctypes.Structure):
     """tt_thread_stats_t: the thread pool's counters (tinytorch.h)."""
     _fields_ = [(name, c_int64) for name in ("jobs", "solo_jobs", "chunks_caller", "chunks_workers",
-                                              "stalls", "backed_off_jobs", "workers")]
+                                              "stalls", "backed_off_jobs", "one_core_jobs", "workers")]
 
 
 _ptr = c_void_p

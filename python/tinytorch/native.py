@@ -66,8 +66,9 @@ def thread_stats() -> dict:
     """The runtime thread pool's counters since start or :func:`reset_thread_stats`:
     jobs (parallel calls offered to the pool), solo_jobs (run alone: the pool was busy with
     another thread's call), chunks_caller / chunks_workers (who ran the chunks), stalls
-    (joins that waited long for a preempted worker), backed_off_jobs (run alone during the
-    back-off after a stall), workers (pool threads). RuntimeError when not loaded."""
+    (joins that waited long for a preempted worker), one_core_jobs (calls whose workers ran
+    only on the caller's own core, which gains nothing), backed_off_jobs (run alone during the
+    back-off either of those starts), workers (pool threads). RuntimeError when not loaded."""
     return _native.thread_stats()
 
 

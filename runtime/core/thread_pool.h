@@ -18,6 +18,9 @@
  *     calls run on the caller alone for a back-off period that doubles while stalls repeat
  *     and shrinks again after clean calls: under lasting contention the kernels run at one
  *     thread's speed instead of stalling again and again;
+ *   - a job whose workers ran only on the caller's own core (the scheduler put them there
+ *     because another thread holds every other core) gained nothing and backs off the same
+ *     way;
  *   - nested calls (a chunk that calls a kernel) and calls from a second thread while the
  *     pool is busy run on their caller alone, so nothing ever waits on itself.
  * Results never depend on any of this: chunk c is the same computation whoever runs it.

@@ -183,9 +183,26 @@ constexpr int64_t kBackoffMinUs = 1000, kBackoffMaxUs = 1000000, kBackoffPerWait
  * sessions): 1.24-1.36x at 2M multiply-adds (~50 us alone), 1.01-1.18x at 4M, 0.87-0.96x
  * at 8M (benchmarks/results/no_load_pool_before_after.md, follow-up). */
 constexpr double kWakeWorthUs = 150;
+/* A job whose workers all ran their chunks on the caller's own core gained nothing: the
+ * caller and the worker took turns on one core while another thread held the other. The
+ * scheduler does this under load (it wakes the worker where its waker runs when no core is
+ * idle) and keeps it for hundreds of calls at a time. Measured under one busy core of two,
+ * bias + GELU 512 x 1024 on two threads, per call (2-vCPU Zen 3): worker on another core
+ * 0.23 ms, worker on the caller's core 0.49 ms, one thread 0.42 ms. Such a job backs off
+ * like a stall (the window doubles from kBackoffMinUs while it repeats), so a lasting
+ * placement costs one such job now and then instead of 17 % on every call. */
 constexpr int kBackoffDecayShift = 8;
 
 thread_local bool t_inside = false;  // a pool worker, or a caller inside a job
+
+/* The core the calling thread runs on now, or -1 where the system cannot say. */
+int current_cpu() {
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+}
 
 struct Pool {
     std::mutex submit;                  // held by the caller of the running job
@@ -194,6 +211,8 @@ struct Pool {
     std::atomic<tt::ChunkFn> fn{nullptr};
     std::atomic<void *> ctx{nullptr};
     std::atomic<int> helpers{0};        // workers with index < helpers may join
+    std::atomic<int> caller_cpu{-1};    // the core the job's caller started on
+    std::atomic<bool> off_core{false};  // a worker ran a chunk of this job on another core
     std::atomic<int> sleeping{0}, caller_sleeping{0}, held{0};
     std::atomic<int64_t> slow_us{0};    // tt_thread_pool_slow: a worker's delay per claimed chunk
     std::atomic<bool> stop{false};
@@ -204,7 +223,7 @@ struct Pool {
     int64_t backoff_us = 0, solo_until_us = 0;  // guarded by `submit`
     int64_t spin_us = kWorkerSpinUs;
     bool backoff_enabled = true;
-    std::atomic<int64_t> stat[7] = {};  // tt_thread_stats fields, in order
+    std::atomic<int64_t> stat[8] = {};  // tt_thread_stats fields, in order
 
     Pool() {
         const char *spin = std::getenv("TINYTORCH_SPIN_US");
@@ -214,7 +233,7 @@ struct Pool {
     }
 };
 
-enum Stat { JOBS, SOLO, CHUNKS_CALLER, CHUNKS_WORKERS, STALLS, BACKED_OFF, WORKERS };
+enum Stat { JOBS, SOLO, CHUNKS_CALLER, CHUNKS_WORKERS, STALLS, BACKED_OFF, ONE_CORE, WORKERS };
 
 Pool *g_pool = nullptr;
 std::once_flag g_pool_once;
@@ -250,6 +269,8 @@ int64_t claim_and_run(Pool &p, uint64_t gen, int slot) {
         if (slot != 0) {  /* the testing hook: a worker descheduled after its claim */
             const int64_t delay = p.slow_us.load();
             if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+            if (!p.off_core.load(std::memory_order_relaxed) && current_cpu() != p.caller_cpu.load())
+                p.off_core.store(true);
         }
         fn(ctx, c, slot);
         ++ran;
@@ -367,6 +388,9 @@ void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx) {
     p.ctx.store(ctx);
     p.helpers.store(helpers);
     p.done.store(0);
+    const int caller_cpu = current_cpu();
+    p.caller_cpu.store(caller_cpu);
+    p.off_core.store(caller_cpu < 0);  // where the core is unknown, assume the worker's differs
     p.ticket.store(gen << kChunkBits);
     if (p.sleeping.load() > 0) {
         std::lock_guard<std::mutex> lock(p.m);
@@ -397,6 +421,10 @@ void run_chunks(int64_t chunks, int max_threads, ChunkFn fn, void *ctx) {
         p.stat[STALLS].fetch_add(1);
         p.backoff_us = std::min(kBackoffMaxUs,
                                 std::max({kBackoffMinUs, 2 * p.backoff_us, kBackoffPerWait * waited}));
+        p.solo_until_us = end + p.backoff_us;
+    } else if (mine < chunks && !p.off_core.load()) {  // helpers ran only on the caller's core
+        p.stat[ONE_CORE].fetch_add(1);
+        p.backoff_us = std::min(kBackoffMaxUs, std::max(kBackoffMinUs, 2 * p.backoff_us));
         p.solo_until_us = end + p.backoff_us;
     } else if (mine < chunks) {  // helpers took part and nobody stalled
         p.backoff_us -= p.backoff_us >> kBackoffDecayShift;
@@ -433,6 +461,7 @@ TT_API tt_status tt_thread_stats(tt_thread_stats_t *out) {
     out->chunks_workers = p.stat[CHUNKS_WORKERS].load();
     out->stalls = p.stat[STALLS].load();
     out->backed_off_jobs = p.stat[BACKED_OFF].load();
+    out->one_core_jobs = p.stat[ONE_CORE].load();
     out->workers = p.stat[WORKERS].load();
     return TT_OK;
 }

@@ -7,6 +7,8 @@
 - a slow worker (the other hook: descheduled after claiming a chunk): the join waits, the
   pool counts a stall and backs off, the calls during the back-off run on the caller alone
   (the GEMM's grid cut as one thread's), all with the same bits;
+- a worker that can only run on the caller's core (a process pinned to one CPU): the pool
+  counts the job as one-core and backs off;
 - the same bits on 1, 2, 3 and 7 threads for the door's kernels and for compile_graph's
   interpreter with an accumulated output (a broadcast input's gradient), both executors;
 - two Python threads calling kernels at once.
@@ -159,6 +161,39 @@ def test_a_slow_worker_backs_the_pool_off(restore_threads):
     assert backed[0] >= 1 and backed[-1] > backed[0], backed
     with pytest.raises(ValueError, match="delay_us=-1"):
         _native.check(_native.lib.tt_thread_pool_slow(-1))
+
+
+ONE_CORE = """
+import os
+os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # the pool's worker inherits it
+import numpy as np, tinytorch
+from tinytorch import native
+from tinytorch.core import acceleration as acc
+rng = np.random.default_rng(3)
+x, b = rng.standard_normal((2048, 1024), dtype=np.float32), rng.standard_normal(1024, dtype=np.float32)
+tinytorch.set_num_threads(1)
+want = acc.bias_gelu(x, b)
+tinytorch.set_num_threads(2)
+native.reset_thread_stats()
+for i in range(200):
+    assert np.array_equal(acc.bias_gelu(x, b), want)
+    s = native.thread_stats()
+    if s["one_core_jobs"] and s["backed_off_jobs"]:
+        break
+print(s["jobs"], s["chunks_workers"], s["one_core_jobs"], s["backed_off_jobs"])
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no affinity masks on this OS")
+@pytest.mark.skipif(os.environ.get("TINYTORCH_THREAD_BACKOFF") == "0", reason="the back-off is switched off")
+def test_a_worker_on_the_callers_core_backs_the_pool_off():
+    """Two threads in a process pinned to one CPU: whenever the worker runs chunks, it runs
+    them on the caller's core, which gains nothing (the scheduler does this on a busy
+    machine). The pool counts such a job and runs the next calls on the caller alone."""
+    jobs, worker_chunks, one_core, backed = map(int, child(ONE_CORE).split())
+    assert worker_chunks > 0, "the worker never ran a chunk on the shared core"
+    assert one_core >= 1, "jobs run only on the caller's core went unnoticed"
+    assert backed >= 1, "no call ran alone after a one-core job"
 
 
 def test_a_short_gemm_does_not_wake_sleeping_workers(restore_threads):
