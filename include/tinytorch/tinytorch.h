@@ -153,8 +153,9 @@ TT_API const char *tt_isa_env_error(void);
  * the same way, its window doubling from 1 ms while it repeats. A GEMM called during a
  * back-off is cut into the chunk grid of one thread, since it will run alone.
  * Small problems run on the caller alone (each kernel family's rule is in
- * runtime/core/config.h), and a GEMM whose one-thread time is estimated under 150 us runs
- * alone when every worker sleeps (waking one cost 30-60 us on a 2-vCPU VM). A kernel called from inside a chunk, or from a second thread
+ * runtime/core/config.h), and a call of any kernel family whose one-thread time is estimated
+ * under 150 us runs alone when every worker sleeps (waking one cost 30-60 us on a 2-vCPU
+ * VM; the estimates are in runtime/core/parallel.h). A kernel called from inside a chunk, or from a second thread
  * while the pool is busy, runs on its calling thread alone. Idle workers spin for
  * TINYTORCH_SPIN_US microseconds (default 20) and then sleep. The pool is rebuilt in a
  * child after fork(). */

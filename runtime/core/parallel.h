@@ -59,13 +59,35 @@ void parallel_for(int64_t count, int64_t grain, int nt, Body &&body) {
     });
 }
 
-/* Threads for memory-bound work of `work` elements cut into `parts` independent pieces:
- * one below TT_ELEMENTWISE_PARALLEL_MIN elements (waking a worker costs more than it
- * saves) or with fewer than two pieces, else up to one per piece. */
-inline int memory_bound_threads(double work, int64_t parts) {
+/* One-thread time estimates, for the pool's wake-up rule (threads_now: a call estimated
+ * under 150 us runs on its caller when every worker sleeps, since waking one costs
+ * 30-60 us). All of them are here. Measured on one thread of the 2-vCPU Zen 3 (AVX2): the
+ * memory-bound kernels' nanoseconds per element are the slope between 512 and 2048 rows of
+ * 1024 floats (bias + GELU 0.69, softmax 0.92, softmax backward 0.59, layer norm 0.58,
+ * ReLU 0.22, fused chain a*b+1 compiled 0.44 and interpreted 0.67); the rest take 1 ns. With
+ * 200 us of Python between calls, two threads against one: bias + GELU 128 x 1024 1.03x,
+ * layer norm 128 x 1024 1.25x, a compiled fused chain 256 x 1024 1.25x (all now alone),
+ * bias + GELU 256 x 1024 0.77x, softmax 256 x 1024 0.69x (still two threads). */
+namespace solo_cost {
+constexpr double kNsPerElement = 1.0;
+constexpr double kBiasGeluNs = 0.7, kSoftmaxNs = 0.9, kLayerNormNs = 0.6, kReluNs = 0.25;
+constexpr double kFusedCompiledNs = 0.45, kFusedInterpNs = 0.7;
+/* GEMM: multiply-adds at 40 per ns (83-90 % of the FMA peak) or its operand bytes at 10 GB/s,
+ * the longer; int8 GEMM the same (8 x 768 x 768 gained nothing from two threads, 16 rows did).
+ * Attention: its two products' multiply-adds at 25 per ns (1 x 4 x 64 x 64, 2M: 1.08x on two
+ * threads; 1 x 4 x 128 x 64: 0.80x). */
+constexpr double kGemmMacsPerUs = 40000, kGemmBytesPerUs = 10000, kAttentionMacsPerUs = 25000;
+}  // namespace solo_cost
+
+/* Threads for memory-bound work of `work` elements cut into `parts` independent pieces,
+ * each element costing about `ns_per_element` on one thread: one below
+ * TT_ELEMENTWISE_PARALLEL_MIN elements or with fewer than two pieces, else up to one per
+ * piece, as threads_now allows. */
+inline int memory_bound_threads(double work, int64_t parts,
+                                double ns_per_element = solo_cost::kNsPerElement) {
     const int nt = num_threads();
     if (nt <= 1 || parts < 2 || work < (double)TT_ELEMENTWISE_PARALLEL_MIN) return 1;
-    return (int)std::min<int64_t>(nt, parts);
+    return threads_now((int)std::min<int64_t>(nt, parts), work * ns_per_element / 1000.0);
 }
 
 /* Rows per chunk of a row-wise kernel over rows x cols: about TT_PARALLEL_CHUNK_ELEMENTS
@@ -86,8 +108,8 @@ inline int64_t grain_for(int64_t items, double work) {
     return std::max<int64_t>(1, (int64_t)((double)TT_PARALLEL_CHUNK_ELEMENTS / per_item));
 }
 
-inline int elementwise_threads(int64_t rows, int64_t cols) {
-    return memory_bound_threads((double)rows * (double)cols, rows);
+inline int elementwise_threads(int64_t rows, int64_t cols, double ns_per_element) {
+    return memory_bound_threads((double)rows * (double)cols, rows, ns_per_element);
 }
 
 /* Column sums over rows (grad_bias, grad_gamma, ...) add this many rows in float before

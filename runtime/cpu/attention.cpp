@@ -249,7 +249,8 @@ int threads_for(int64_t items, double work) {
     const int nt = num_threads();
     if (nt <= 1 || items < 2 || work < 2 * kMinWorkPerThread) return 1;
     const double by_work = work / kMinWorkPerThread;
-    return (int)std::max<int64_t>(1, std::min<int64_t>({(int64_t)nt, items, (int64_t)by_work}));
+    return threads_now((int)std::max<int64_t>(1, std::min<int64_t>({(int64_t)nt, items, (int64_t)by_work})),
+                       work / solo_cost::kAttentionMacsPerUs);
 }
 
 /* Causal rule: query i may see key j iff j <= i + off (off = 0 top-left, sk - sq end). */

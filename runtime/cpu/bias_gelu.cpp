@@ -151,7 +151,8 @@ extern "C" TT_API tt_status tt_bias_gelu_forward(const float *x, const float *bi
     tt::set_kernel_path(k.forward_path);
     if (rows == 0 || cols == 0) return TT_OK;
 
-    tt::parallel_for(rows, tt::row_grain(cols), tt::elementwise_threads(rows, cols),
+    tt::parallel_for(rows, tt::row_grain(cols),
+                     tt::elementwise_threads(rows, cols, tt::solo_cost::kBiasGeluNs),
                      [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) k.forward(x + r * cols, bias, y + r * cols, cols);
     });
@@ -172,7 +173,7 @@ extern "C" TT_API tt_status tt_bias_gelu_backward(const float *x, const float *b
         return TT_OK;
     }
 
-    const int nt = tt::elementwise_threads(rows, cols);
+    const int nt = tt::elementwise_threads(rows, cols, tt::solo_cost::kBiasGeluNs);
     if (grad_bias == nullptr) {
         tt::parallel_for(rows, tt::row_grain(cols), nt, [&](int64_t r0, int64_t r1, int) {
             for (int64_t r = r0; r < r1; ++r)

@@ -484,7 +484,8 @@ bool use_rowvec(const GemmArgs &g, const GemmMicroKernel *uk) {
 
 tt_status run_rowvec(const GemmArgs &g, const GemmMicroKernel *uk, int threads) {
     const int nt = std::min(threads, memory_bound_threads((double)g.N * (double)g.K,
-                                                          ceil_div(g.N, kRowvecMinCols)));
+                                                          ceil_div(g.N, kRowvecMinCols),
+                                                          4000.0 / solo_cost::kGemmBytesPerUs));
     const int64_t grain = nt <= 1 ? g.N : ceil_div(ceil_div(g.N, kGemmChunksPerThread * nt), 64) * 64;
     parallel_for(g.N, std::max<int64_t>(grain, 64), nt, [&](int64_t j0, int64_t j1, int) {
         if (!g.trans_b) {
@@ -520,7 +521,7 @@ const char *gemm_path(const GemmArgs &g, const GemmMicroKernel *uk) {
 double solo_us_estimate(const GemmArgs &g) {
     const double macs = (double)g.M * (double)g.N * (double)g.K;
     const double bytes = 4.0 * ((double)g.M * (double)g.K + (double)g.K * (double)g.N + 2.0 * (double)g.M * (double)g.N);
-    return std::max(macs / 40000.0, bytes / 10000.0);
+    return std::max(macs / solo_cost::kGemmMacsPerUs, bytes / solo_cost::kGemmBytesPerUs);
 }
 
 /* One GEMM, whole: the narrow path or the tiled one. */

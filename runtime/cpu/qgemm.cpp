@@ -336,7 +336,8 @@ void run_tiles(const QgemmKernel &k, const PackHeader &h, int64_t M, const uint8
     const int64_t items = h.n_panels * m_blocks;
     const double work = (double)M * (double)h.N * (double)h.K;
     int nt = (int)std::min<double>(num_threads(), work / (double)TT_GEMM_MIN_FLOPS_PER_THREAD);
-    nt = (int)std::max<int64_t>(1, std::min<int64_t>(nt, items));
+    nt = threads_now((int)std::max<int64_t>(1, std::min<int64_t>(nt, items)),
+                     work / solo_cost::kGemmMacsPerUs);
     run_ranges(items, std::max<int64_t>(1, items / (4 * (int64_t)nt)), nt, [&](int64_t begin, int64_t end, int) {
         alignas(64) int32_t acc[kQgemmMaxMR * kQgemmMaxNR];
         for (int64_t item = begin; item < end; ++item) {

@@ -206,7 +206,7 @@ tt_status softmax_forward(const char *fn, bool log, const float *x, float *y, fl
         return TT_OK;
     }
     const SoftmaxForwardRowFn row = log ? k.log_softmax_forward : k.softmax_forward;
-    parallel_for(rows, row_grain(cols), elementwise_threads(rows, cols),
+    parallel_for(rows, row_grain(cols), elementwise_threads(rows, cols, solo_cost::kSoftmaxNs),
                      [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             const float v = row(x + r * cols, y + r * cols, cols);
@@ -230,7 +230,7 @@ tt_status softmax_backward(const char *fn, bool log, const float *y, const float
     report(log ? "log_softmax_backward" : "softmax_backward", k);
     if (n == 0) return TT_OK;
     const SoftmaxBackwardRowFn row = log ? k.log_softmax_backward : k.softmax_backward;
-    parallel_for(rows, row_grain(cols), elementwise_threads(rows, cols),
+    parallel_for(rows, row_grain(cols), elementwise_threads(rows, cols, solo_cost::kSoftmaxNs),
                      [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) row(y + r * cols, grad_y + r * cols, grad_x + r * cols, cols);
     });
@@ -273,7 +273,8 @@ extern "C" TT_API tt_status tt_layernorm_forward(const float *x, const float *ga
         }
         return TT_OK;
     }
-    tt::parallel_for(rows, tt::row_grain(cols), tt::elementwise_threads(rows, cols),
+    tt::parallel_for(rows, tt::row_grain(cols),
+                     tt::elementwise_threads(rows, cols, tt::solo_cost::kLayerNormNs),
                      [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             float m, s;
@@ -312,7 +313,7 @@ extern "C" TT_API tt_status tt_layernorm_backward(const float *x, const float *g
         if (grad_beta) std::memset(grad_beta, 0, (size_t)cols * sizeof(float));
         return TT_OK;
     }
-    const int nt = tt::elementwise_threads(rows, cols);
+    const int nt = tt::elementwise_threads(rows, cols, tt::solo_cost::kLayerNormNs);
     if (grad_gamma == nullptr && grad_beta == nullptr) {
         if (grad_x == nullptr) return TT_OK;
         tt::parallel_for(rows, tt::row_grain(cols), nt, [&](int64_t r0, int64_t r1, int) {
@@ -445,7 +446,8 @@ extern "C" TT_API tt_status tt_cross_entropy_forward(const float *logits, const 
         }
         return TT_OK;
     }
-    tt::parallel_for(rows, tt::row_grain(cols), tt::elementwise_threads(rows, cols),
+    tt::parallel_for(rows, tt::row_grain(cols),
+                     tt::elementwise_threads(rows, cols, tt::solo_cost::kSoftmaxNs),
                      [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             const float *x = logits + r * cols;
@@ -476,7 +478,8 @@ extern "C" TT_API tt_status tt_cross_entropy_backward(const float *logits, const
     const tt::RowNormKernels &k = tt::kernels_for(tt::active_isa());
     tt::report("cross_entropy_backward", k);
     if (n == 0) return TT_OK;
-    tt::parallel_for(rows, tt::row_grain(cols), tt::elementwise_threads(rows, cols),
+    tt::parallel_for(rows, tt::row_grain(cols),
+                     tt::elementwise_threads(rows, cols, tt::solo_cost::kSoftmaxNs),
                      [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {
             float *out = grad_logits + r * cols;

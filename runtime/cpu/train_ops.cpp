@@ -209,7 +209,7 @@ extern "C" TT_API tt_status tt_relu_forward(const float *x, float *y, int64_t n)
     if (n > 0 && (x == nullptr || y == nullptr)) return tt::fail(TT_ERR_NULL_POINTER, "%s: x or y is NULL", kFn);
     const tt::TrainKernels &k = tt::train_kernels(tt::active_isa());
     tt::set_kernel_path(k.relu_path);
-    const int nt = tt::memory_bound_threads((double)n, n / 4096 + 1);
+    const int nt = tt::memory_bound_threads((double)n, n / 4096 + 1, tt::solo_cost::kReluNs);
     tt::parallel_for(n, TT_PARALLEL_CHUNK_ELEMENTS, nt, [&](int64_t b, int64_t e, int) { k.relu(x + b, y + b, e - b); });
     return TT_OK;
 }
@@ -223,7 +223,7 @@ extern "C" TT_API tt_status tt_relu_backward(const float *y, const float *grad_y
         return tt::fail(TT_ERR_NULL_POINTER, "%s: y, grad_y or grad_x is NULL", kFn);
     const tt::TrainKernels &k = tt::train_kernels(tt::active_isa());
     tt::set_kernel_path(k.relu_backward_path);
-    const int nt = tt::memory_bound_threads((double)n, n / 4096 + 1);
+    const int nt = tt::memory_bound_threads((double)n, n / 4096 + 1, tt::solo_cost::kReluNs);
     tt::parallel_for(n, TT_PARALLEL_CHUNK_ELEMENTS, nt, [&](int64_t b, int64_t e, int) {
         k.relu_backward(y + b, grad_y + b, grad_x + b, e - b);
     });

@@ -100,7 +100,8 @@ TT_API tt_status tt_fusion_run_rows(tt_fused_rows_fn rows_fn, const void *const 
         return tt::fail(TT_ERR_INVALID_ARGUMENT, "tt_fusion_run_rows: rows=%lld, cols=%lld must be >= 0",
                         (long long)rows, (long long)cols);
     std::atomic<int> failed{0};
-    const int nt = tt::memory_bound_threads((double)rows * (double)cols, rows);
+    const int nt = tt::memory_bound_threads((double)rows * (double)cols, rows,
+                                            tt::solo_cost::kFusedCompiledNs);
     tt::parallel_for(rows, tt::row_grain(cols), nt, [&](int64_t r0, int64_t r1, int) {
         if (rows_fn(inputs, input_strides, outputs, output_strides, r0, r1) != 0) failed.store(1);
     });

@@ -521,9 +521,7 @@ tt_status run_program(const Program &p, const void *const *inputs, const int64_t
 
     const int64_t tiles_per_row = v.cols > 0 ? (v.cols + run.tile - 1) / run.tile : 0;
     const int64_t count = row_mode ? v.rows : v.rows * tiles_per_row;
-    int nt = num_threads();
-    if (nt < 1 || (double)total < (double)TT_ELEMENTWISE_PARALLEL_MIN) nt = 1;
-    nt = (int)std::max<int64_t>(1, std::min<int64_t>(nt, count));
+    const int nt = memory_bound_threads((double)total, count, solo_cost::kFusedInterpNs);
     /* Chunks: about TT_PARALLEL_CHUNK_ELEMENTS points each; with an accumulated output, a
      * fixed number of chunks (each owns a partial sum), whatever the thread count. */
     const int64_t points_per_item = row_mode ? std::max<int64_t>(v.cols, 1) : run.tile;

@@ -220,6 +220,48 @@ def test_a_short_gemm_does_not_wake_sleeping_workers(restore_threads):
     assert jobs[1] >= 1, "a 33M multiply-add GEMM ran without the pool"
 
 
+def _family_calls(rng, rows):
+    """name -> a call of each kernel family with the wake-up rule, `rows` rows of 700 (the
+    attention: `rows` / 2 queries a head; the int8 GEMM: `rows` / 16 rows of 768 x 768)."""
+    x = rng.standard_normal((rows, 700), dtype=np.float32)
+    b, g = rng.standard_normal(700, dtype=np.float32), np.ones(700, np.float32)
+    q = rng.standard_normal((1, 4, rows // 2, 64), dtype=np.float32)
+    xq = rng.standard_normal((rows // 16, 768), dtype=np.float32)
+    w = rng.integers(-127, 128, (768, 768)).astype(np.int8)
+    uq, _, zp = acc.quantize_rows(xq, True)
+    packs = {}
+    return {"bias_gelu": lambda: acc.bias_gelu(x, b),
+            "layer_norm": lambda: acc.layer_norm(x, g, b, 1e-5)[0],
+            "softmax": lambda: acc.softmax(x),
+            "relu": lambda: acc.relu(x),
+            "attention": lambda: acc.attention(q, q, q)[0],
+            "int8 gemm": lambda: acc.quantized_matmul(uq, zp, w, packs, True)}
+
+
+@pytest.mark.parametrize("family", ["bias_gelu", "layer_norm", "softmax", "relu", "attention", "int8 gemm"])
+def test_each_family_leaves_short_calls_to_the_caller(restore_threads, family):
+    """The same rule for every kernel family (runtime/core/parallel.h's solo_cost): a call
+    estimated under 150 us on one thread (128 rows: 0.02-0.1 ms) runs on its caller when the
+    workers sleep; a long one (1024 rows: 8x that) wakes them; both give the 1-thread bits."""
+    import time
+    rng = np.random.default_rng(6)
+    small, big = _family_calls(rng, 128)[family], _family_calls(rng, 1024)[family]
+    tinytorch.set_num_threads(1)
+    want = [small(), big()]
+    tinytorch.set_num_threads(2)
+    acc.matmul(np.ones((256, 512), np.float32), np.ones((512, 256), np.float32))  # workers exist
+    jobs = []
+    for fn, w in zip((small, big), want):
+        time.sleep(0.05)
+        native.reset_thread_stats()
+        got = fn()
+        jobs.append(native.thread_stats()["jobs"])
+        assert np.array_equal(got, w)
+        assert acc.last_path().startswith("native"), acc.last_path()
+    assert jobs[0] == 0, f"a short {family} call woke a sleeping worker"
+    assert jobs[1] >= 1, f"a long {family} call ran without the pool"
+
+
 def test_two_python_threads_at_once(restore_threads):
     tinytorch.set_num_threads(2)
     rng = np.random.default_rng(3)
