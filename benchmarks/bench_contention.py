@@ -20,12 +20,14 @@ after --max-load-seconds, so nothing outlives the script.
 Targets (the issue's): under one busy core of two, TinyTorch's default-thread p99 <= 1.25x
 and p50 <= 1.1x its 1-thread figures. The report shows those ratios, a PNG of the p99s,
 and the pool's counters (stalls, calls run alone during a back-off) of each loaded run.
-With --gate-seconds S, the TinyPy AST gate milestone (a budget of S CPU seconds) also runs
+With --runs R the whole measurement (every engine, with and without load) repeats R times
+in turn: the table pools the runs' samples, and a second table shows each run's ratios, so
+the report gives the spread between runs on a host whose load is not ours. With --gate-seconds S, the TinyPy AST gate milestone (a budget of S CPU seconds) also runs
 under the same load at 1 thread and at the default: the target is the same step count within
 20 % (a thread team that waits spends the budget waiting).
 
-Usage: python benchmarks/bench_contention.py [--calls 200] [--load 1] [--baseline DIR] [--gate-seconds 20]
-           [--quick] [--out PATH] [--save]
+Usage: python benchmarks/bench_contention.py [--calls 200] [--load 1] [--runs 3] [--baseline DIR]
+           [--gate-seconds 20] [--quick] [--out PATH] [--save]
 Writes build/benchmarks/bench_contention.md (+ .png); benchmarks/results/ with --save.
 """
 from __future__ import annotations
@@ -188,6 +190,7 @@ def main():
     ap.add_argument("--calls", type=int, default=200, help="timed calls per kernel (steps: a quarter)")
     ap.add_argument("--load", type=int, default=1, help="busy-loop processes during the loaded runs")
     ap.add_argument("--max-load-seconds", type=float, default=600, help="each busy loop stops by itself after this")
+    ap.add_argument("--runs", type=int, default=1, help="repeat the whole measurement, pooling the samples")
     ap.add_argument("--baseline", default=None, help="an earlier checkout with its library built in build/")
     ap.add_argument("--gate-seconds", type=float, default=0,
                     help="also run the TinyPy AST gate milestone with this CPU-second budget under the load, "
@@ -197,30 +200,40 @@ def main():
     engines = [("tinytorch", None)] + ([("baseline", args.baseline)] if args.baseline else []) + \
               ([("torch", None)] if have_torch else [])
     default = os.cpu_count() or 1
-    results, pools = {}, []
-    total = 2 * len(engines)
+    results, pools, each_run = {}, {}, {}
+    total = 2 * len(engines) * args.runs
     done = 0
     started = time.time()
-    for load in (0, args.load):
-        procs = start_load(load, args.max_load_seconds) if load else []
-        try:
-            time.sleep(0.5 if load else 0)
-            for name, base in engines:
-                engine = "torch" if name == "torch" else "tinytorch"
-                got = run_child(engine, [1, default], args.calls, base)
-                for threads in (1, default):
-                    results[(load, name, threads)] = got[str(threads)]
-                if load and "pool" in got:
-                    pools.append((name, got["pool"]))
-                done += 1
-                eta = (time.time() - started) / done * (total - done)
-                print(f"[{done}/{total}] load {load}, {name}, 1 and {default} threads done; ~{eta:.0f} s left",
-                      flush=True)
-        finally:
-            stop_load(procs)
+    for run in range(args.runs):
+        for load in (0, args.load):
+            procs = start_load(load, args.max_load_seconds) if load else []
+            try:
+                time.sleep(0.5 if load else 0)
+                for name, base in engines:
+                    engine = "torch" if name == "torch" else "tinytorch"
+                    got = run_child(engine, [1, default], args.calls, base)
+                    for threads in (1, default):
+                        for call, ms in got[str(threads)].items():
+                            results.setdefault((load, name, threads), {}).setdefault(call, []).extend(ms)
+                            each_run[(run, load, name, threads, call)] = ms
+                    if load and "pool" in got:
+                        total_pool = pools.setdefault(name, {})
+                        for key, value in got["pool"].items():
+                            total_pool[key] = total_pool.get(key, 0) + value if key != "workers" else value
+                    done += 1
+                    eta = (time.time() - started) / done * (total - done)
+                    print(f"[{done}/{total}] run {run + 1}, load {load}, {name}, 1 and {default} threads done; "
+                          f"~{eta:.0f} s left", flush=True)
+            finally:
+                stop_load(procs)
+    for per_call in results.values():
+        for ms in per_call.values():
+            ms.sort()
 
     body = [f"Load: {args.load} busy-loop process(es) on this {default}-CPU machine during the loaded runs "
-            f"(none during the others); {args.calls} timed calls per kernel, a quarter as many steps.", ""]
+            f"(none during the others); {args.calls} timed calls per kernel, a quarter as many steps"
+            + (f", in each of {args.runs} runs; the table pools the runs' samples" if args.runs > 1 else "") + ".",
+            ""]
     header = ["call", "engine", "load", "1 thread p50 / p90 / p99 (ms)",
               f"{default} threads p50 / p90 / p99 (ms)", "p50 ratio", "p99 ratio"]
     rows, verdicts = [], []
@@ -238,12 +251,24 @@ def main():
                     verdicts.append(f"- {call}: default-thread p50 {r50:.2f}x, p99 {r99:.2f}x the 1-thread "
                                     f"figures under load: {'met' if ok else '**NOT met**'} (target <= 1.1x / 1.25x)")
     body += C.table(header, rows) + ["", "## Targets (TinyTorch, under load)", ""] + verdicts
+    if args.runs > 1:
+        body += ["", "## Each run: TinyTorch under load, default-thread p50 / p99 over the 1-thread figures", ""]
+        run_rows = []
+        for call in CALLS:
+            cells = []
+            for run in range(args.runs):
+                one = sorted(each_run[(run, args.load, "tinytorch", 1, call)])
+                many = sorted(each_run[(run, args.load, "tinytorch", default, call)])
+                cells.append(f"{percentile(many, 50) / percentile(one, 50):.2f}x / "
+                             f"{percentile(many, 99) / percentile(one, 99):.2f}x")
+            run_rows.append([call] + cells)
+        body += C.table(["call"] + [f"run {r + 1}" for r in range(args.runs)], run_rows)
     if pools:
-        body += ["", f"## The pool's counters in the loaded runs (the {default}-thread turns)", ""]
+        body += ["", f"## The pool's counters in the loaded runs (the {default}-thread turns, all runs)", ""]
         body += C.table(["engine", "parallel calls", "chunks by caller / workers", "stalls",
                          "one-core calls", "calls alone in back-off"],
                         [[name, s["jobs"], f"{s['chunks_caller']} / {s['chunks_workers']}", s["stalls"],
-                          s.get("one_core_jobs", "-"), s["backed_off_jobs"]] for name, s in pools])
+                          s.get("one_core_jobs", "-"), s["backed_off_jobs"]] for name, s in pools.items()])
     if args.gate_seconds > 0:
         procs = start_load(args.load, args.max_load_seconds)
         try:
