@@ -19,10 +19,11 @@ after --max-load-seconds, so nothing outlives the script.
 
 Targets (the issue's): under one busy core of two, TinyTorch's default-thread p99 <= 1.25x
 and p50 <= 1.1x its 1-thread figures. The report shows those ratios, a PNG of the p99s,
-and the pool's counters (stalls, calls run alone during a back-off) of each loaded run.
-With --runs R the whole measurement (every engine, with and without load) repeats R times
-in turn: the table pools the runs' samples, and a second table shows each run's ratios, so
-the report gives the spread between runs on a host whose load is not ours. With --gate-seconds S, the TinyPy AST gate milestone (a budget of S CPU seconds) also runs
+and the pool's counters (stalls, one-core calls, calls run alone during a back-off) of the
+loaded runs. With --runs R the whole measurement (every engine, with and without load)
+repeats R times in turn: the table pools the runs' samples, and a second table shows each
+run's ratios, so the report gives the spread between runs on a host whose load is not ours.
+With --gate-seconds S, the TinyPy AST gate milestone (a budget of S CPU seconds) also runs
 under the same load at 1 thread and at the default: the target is the same step count within
 20 % (a thread team that waits spends the budget waiting).
 

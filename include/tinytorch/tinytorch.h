@@ -155,10 +155,10 @@ TT_API const char *tt_isa_env_error(void);
  * Small problems run on the caller alone (each kernel family's rule is in
  * runtime/core/config.h), and a call of any kernel family whose one-thread time is estimated
  * under 150 us runs alone when every worker sleeps (waking one cost 30-60 us on a 2-vCPU
- * VM; the estimates are in runtime/core/parallel.h). A kernel called from inside a chunk, or from a second thread
- * while the pool is busy, runs on its calling thread alone. Idle workers spin for
- * TINYTORCH_SPIN_US microseconds (default 20) and then sleep. The pool is rebuilt in a
- * child after fork(). */
+ * VM; the estimates are in runtime/core/parallel.h). A kernel called from inside a chunk,
+ * or from a second thread while the pool is busy, runs on its calling thread alone. Idle
+ * workers spin for TINYTORCH_SPIN_US microseconds (default 20) and then sleep. The pool is
+ * rebuilt in a child after fork(). */
 #define TT_MAX_THREADS 256
 TT_API tt_status tt_set_num_threads(int n);
 TT_API int tt_get_num_threads(void);

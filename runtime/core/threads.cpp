@@ -177,6 +177,7 @@ constexpr int64_t kStallNoChunkUs = 50000;
  * stalls; 2 times the wait let the small calls' p99 under load take a slice every few
  * hundred calls.) TINYTORCH_THREAD_BACKOFF=0 turns it off. */
 constexpr int64_t kBackoffMinUs = 1000, kBackoffMaxUs = 1000000, kBackoffPerWait = 8;
+constexpr int kBackoffDecayShift = 8;
 /* A call whose one-thread estimate is below this runs alone when every worker sleeps.
  * Waking a sleeping worker cost 30-60 us on the 2-vCPU Zen 3 VM (an idle vCPU's wake-up);
  * GEMMs 200 us of Python apart, 2 / 1 thread time (medians of 3 alternating runs, two
@@ -191,7 +192,6 @@ constexpr double kWakeWorthUs = 150;
  * 0.23 ms, worker on the caller's core 0.49 ms, one thread 0.42 ms. Such a job backs off
  * like a stall (the window doubles from kBackoffMinUs while it repeats), so a lasting
  * placement costs one such job now and then instead of 17 % on every call. */
-constexpr int kBackoffDecayShift = 8;
 
 thread_local bool t_inside = false;  // a pool worker, or a caller inside a job
 
