@@ -13,9 +13,12 @@ fresh child process per load: TinyTorch, PyTorch and, with --baseline DIR, an ea
 of TinyTorch (its python/ and built library), so before and after are measured in the same
 run under the same load. Inside a child every call is timed at 1 thread and at the default in
 alternating rounds (5 rounds, the order flipping each round), so drift in the machine's own
-load hits both thread counts alike and the ratio between them is what the threads did. The load: --load busy-loop processes (default: one, i.e. one busy
-core), started before and stopped after each loaded measurement; each also stops by itself
-after --max-load-seconds, so nothing outlives the script.
+load hits both thread counts alike and the ratio between them is what the threads did. The
+load: --load busy-loop processes (default: one, i.e. one busy core), started before and
+stopped after each loaded measurement; each also stops by itself after --max-load-seconds,
+so nothing outlives the script. The busy loops and the per-call timer are the scorecard's
+(tinytorch/scorecard/contention.py), whose `tinytorch scorecard --only contention` times the
+two kernel rows the same way.
 
 Targets (the issue's): under one busy core of two, TinyTorch's default-thread p99 <= 1.25x
 and p50 <= 1.1x its 1-thread figures. The report shows those ratios, a PNG of the p99s,
@@ -43,18 +46,16 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-BUSY_LOOP = "import time, sys\nend = time.time() + float(sys.argv[1])\nwhile time.time() < end: pass\n"
 CALLS = ["bias_gelu 512x1024", "gemm 256", "gemm 1024", "attention 1x4x256x64", "GPT step", "CNN step"]
 
 
 # ----------------------------------------------------------------------------- the child
 
-ROUNDS = 5
-
-
 def worker(engine: str, thread_counts: list, calls: int) -> dict:
     """Per thread count, per call name: the sorted per-call times in ms (run in a child: engine
-    'tinytorch' or 'torch'). The thread counts take turns in ROUNDS rounds per call."""
+    'tinytorch' or 'torch'). The thread counts take turns in 5 rounds per call (the
+    scorecard's time_calls)."""
+    time_calls = scorecard_helpers().time_calls
     import numpy as np
 
     import _common as C
@@ -103,24 +104,11 @@ def worker(engine: str, thread_counts: list, calls: int) -> dict:
     except (AttributeError, RuntimeError):
         native = None
     for name in CALLS:
-        fn = fns[name]
         reps = calls if "step" not in name else max(10, calls // 4)
         reps = reps if name != "gemm 1024" else max(10, calls // 2)
-        per_round = max(2, -(-reps // ROUNDS))
-        times = {n: [] for n in thread_counts}
-        for n in thread_counts:  # warm-up at each count (the pool starts its workers here)
-            with C.Threads(n):
-                for _ in range(max(3, reps // 10)):
-                    fn()
-        for r in range(ROUNDS):
-            for n in (thread_counts if r % 2 == 0 else thread_counts[::-1]):
-                with C.Threads(n):
-                    for _ in range(per_round):
-                        t0 = time.perf_counter()
-                        fn()
-                        times[n].append((time.perf_counter() - t0) * 1e3)
+        got = time_calls({name: fns[name]}, thread_counts, reps)
         for n in thread_counts:
-            out[str(n)][name] = sorted(times[n])
+            out[str(n)][name] = got[str(n)][name]
     if native is not None and engine == "tinytorch":
         try:
             out["pool"] = native.thread_stats()  # only the multi-thread turns start jobs
@@ -129,12 +117,22 @@ def worker(engine: str, thread_counts: list, calls: int) -> dict:
     return out
 
 
+def scorecard_helpers():
+    """tinytorch.scorecard.contention (the busy loops and the timer), from this tree even in
+    an earlier checkout's child (--baseline), whose package may predate it."""
+    try:
+        from tinytorch.scorecard import contention
+        return contention
+    except ImportError:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("tinytorch.scorecard.contention",
+                                                      os.environ["TT_BENCH_CONTENTION_PY"])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
 # ----------------------------------------------------------------------------- the parent
-
-def percentile(sorted_ms, p):
-    import numpy as np
-    return float(np.percentile(sorted_ms, p))
-
 
 def run_child(engine, thread_counts, calls, baseline=None):
     env = dict(os.environ)
@@ -146,6 +144,8 @@ def run_child(engine, thread_counts, calls, baseline=None):
         lib = [os.path.join(baseline, d, "libtinytorch.so") for d in ("build", "build/release")]
         env["TINYTORCH_LIB"] = next((p for p in lib if os.path.exists(p)), lib[0])
         env["TT_BENCH_BASELINE"] = "1"
+        from tinytorch.scorecard import contention
+        env["TT_BENCH_CONTENTION_PY"] = os.path.abspath(contention.__file__)
     done = subprocess.run([sys.executable, script, "--worker", engine, ",".join(map(str, thread_counts)),
                            str(calls)],
                           capture_output=True, text=True, env=env, timeout=1800)
@@ -175,18 +175,9 @@ def gate_steps(threads, seconds):
     return max(got["steps"]), bool(got["passed"])
 
 
-def start_load(k, seconds):
-    return [subprocess.Popen([sys.executable, "-c", BUSY_LOOP, str(seconds)]) for _ in range(k)]
-
-
-def stop_load(procs):
-    for p in procs:
-        p.kill()
-        p.wait()
-
-
 def main():
     import _common as C
+    from tinytorch.scorecard.contention import percentile, start_load, stop_load
     ap = C.arguments(__doc__, "bench_contention.md", quick={"calls": 30})
     ap.add_argument("--calls", type=int, default=200, help="timed calls per kernel (steps: a quarter)")
     ap.add_argument("--load", type=int, default=1, help="busy-loop processes during the loaded runs")
@@ -296,6 +287,7 @@ def main():
 
 def plot(results, engines, args, default):
     import _common as C
+    from tinytorch.scorecard.contention import percentile
     try:
         import matplotlib
         matplotlib.use("Agg")

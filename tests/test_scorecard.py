@@ -131,6 +131,33 @@ def test_gelu_parity_and_speed(card):
         assert result.numbers["speedup"] > 1.0
 
 
+def test_contention_times_both_counts_under_load(card):
+    """The section measured under busy cores and reports what the pool did (no timing
+    asserts: the verdict is the card's, the mechanism's tests are test_threading.py)."""
+    import tinytorch
+    result, _ = card("contention")
+    if tinytorch.get_num_threads() < 2:
+        assert result.status == "unavailable" and "nothing to compare" in result.reason
+        return
+    n = result.numbers
+    assert n["busy_cores"] == n["threads"] - 1 >= 1
+    for call in ("bias + GELU 512 x 1024", "GEMM 256 x 256 x 256"):
+        one, many = n[call]["one"], n[call]["default"]
+        assert 0 < one[0] <= one[1] <= one[2] and 0 < many[0] <= many[1] <= many[2]
+        assert n[call]["p50_ratio"] == pytest.approx(many[0] / one[0])
+    assert {"jobs", "stalls", "one_core_jobs", "backed_off_jobs"} <= set(n["pool"])
+    assert len(result.claims) == 2
+
+
+def test_the_busy_loops_stop_by_themselves():
+    from tinytorch.scorecard.contention import start_load, stop_load
+    procs = start_load(2, 0.2)
+    try:
+        assert [p.wait(timeout=30) for p in procs] == [0, 0]
+    finally:
+        stop_load(procs)
+
+
 def test_attention_memory_stays_linear(card):
     result, _ = card("attention")
     rows = result.numbers["rows"]

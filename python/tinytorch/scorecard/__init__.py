@@ -3,7 +3,7 @@
     tinytorch scorecard [--quick] [--only SECTION ...] [--out DIR]
 
 Design: a registry of sections, one module each (lora, checkpoint, loss_scaling, fusion,
-gemm, gelu, attention, offload, scalesim), each with ``run(ctx) -> SectionResult`` (see
+gemm, gelu, attention, contention, offload, scalesim), each with ``run(ctx) -> SectionResult`` (see
 results.py). The runner imports a section's module only when it runs (so a broken or slow
 import costs nothing to the others), gives it a progress bar, and turns any exception into a
 "failed" section with the error, so one failure never loses the rest of the card. A section
@@ -72,6 +72,7 @@ SECTIONS = {s.name: s for s in [
     Section("gemm", "5a. The GEMM ladder: Python loop, scalar C, blocked, SIMD, BLAS", 6, 30),
     Section("gelu", "5b. Fused bias + GELU", 4, 8),
     Section("attention", "Project: FlashAttention, latency and memory across S", 4, 20),
+    Section("contention", "Busy machine: kernels beside busy cores, default threads vs 1", 3, 5),
     Section("offload", "6. Accelerator offload: arithmetic intensity and the GPU GEMM", 4, 20),
     Section("scalesim", "Project: SCALE-Sim, systolic-array cycles of traced GEMMs", 6, 15),
 ]}
