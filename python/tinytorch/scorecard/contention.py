@@ -117,7 +117,7 @@ def run(ctx) -> SectionResult:
     b = rng.standard_normal(1024, dtype=np.float32)
     a = rng.standard_normal((256, 256), dtype=np.float32)
     fns = {"bias + GELU 512 x 1024": lambda: acc.bias_gelu(x, b), "GEMM 256 x 256 x 256": lambda: acc.matmul(a, a)}
-    calls = 100 if ctx.quick else 1000
+    calls = 400 if ctx.quick else 2000
     busy = default - 1
     bar = ctx.progress(2, "contention")
     procs = start_load(busy, 30 if ctx.quick else 120)
