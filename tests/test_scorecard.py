@@ -149,6 +149,18 @@ def test_contention_times_both_counts_under_load(card):
     assert len(result.claims) == 2
 
 
+def test_contention_on_one_thread_says_why(tmp_path):
+    import tinytorch
+    before = tinytorch.get_num_threads()
+    tinytorch.set_num_threads(1)
+    try:
+        (result,) = run_scorecard(quick=True, only=["contention"], out=str(tmp_path), use_tqdm=False)
+    finally:
+        tinytorch.set_num_threads(before)
+    assert result.status == "unavailable", result
+    assert "uses 1 thread" in result.reason and "tt_set_num_threads(1)" in result.reason, result.reason
+
+
 def test_the_busy_loops_stop_by_themselves():
     from tinytorch.scorecard.contention import start_load, stop_load
     procs = start_load(2, 0.2)

@@ -149,7 +149,7 @@ TT_API const char *tt_isa_env_error(void);
  * back-off period (8 times the wait, at least 1 ms, doubling while stalls recur, up to
  * 1 s, fading after clean parallel calls; TINYTORCH_THREAD_BACKOFF=0 turns it off). A call
  * whose workers ran only on the caller's own core (the scheduler's placement when another
- * thread holds every other core: the two took turns, 1.17x one thread's time) backs off
+ * thread holds every other core: the two took turns, 1.1-1.2x one thread's time) backs off
  * the same way, its window doubling from 1 ms while it repeats. A GEMM called during a
  * back-off is cut into the chunk grid of one thread, since it will run alone.
  * Small problems run on the caller alone (each kernel family's rule is in

@@ -61,13 +61,15 @@ void parallel_for(int64_t count, int64_t grain, int nt, Body &&body) {
 
 /* One-thread time estimates, for the pool's wake-up rule (threads_now: a call estimated
  * under 150 us runs on its caller when every worker sleeps, since waking one costs
- * 30-60 us). All of them are here. Measured on one thread of the 2-vCPU Zen 3 (AVX2): the
- * memory-bound kernels' nanoseconds per element are the slope between 512 and 2048 rows of
- * 1024 floats (bias + GELU 0.69, softmax 0.92, softmax backward 0.59, layer norm 0.58,
- * ReLU 0.22, fused chain a*b+1 compiled 0.44 and interpreted 0.67); the rest take 1 ns. With
- * 200 us of Python between calls, two threads against one: bias + GELU 128 x 1024 1.03x,
- * layer norm 128 x 1024 1.25x, a compiled fused chain 256 x 1024 1.25x (all now alone),
- * bias + GELU 256 x 1024 0.77x, softmax 256 x 1024 0.69x (still two threads). */
+ * 30-60 us). All of them are here. Measured on one thread of the 2-vCPU Zen 3 (AVX2) by
+ * benchmarks/bench_wakeup.py (ranges over three runs): the memory-bound kernels'
+ * nanoseconds per element, the slope between 512 and 2048 rows of 1024 floats (bias + GELU
+ * 0.68-0.69, softmax 0.72-0.92, softmax backward 0.39-0.59, layer norm 0.38-0.58, ReLU
+ * 0.19-0.23, fused chain a*b+1 compiled 0.34-0.44 and interpreted 0.67-0.87); the rest take
+ * 1 ns. With 200 us of Python between calls, two threads against one, before this rule:
+ * bias + GELU 128 x 1024 1.03x, layer norm 128 x 1024 1.25x, a compiled fused chain
+ * 256 x 1024 1.25x (all now alone: 0.91-1.01x in bench_wakeup.md), bias + GELU 256 x 1024
+ * 0.77x, softmax 256 x 1024 0.69x (still two threads). */
 namespace solo_cost {
 constexpr double kNsPerElement = 1.0;
 constexpr double kBiasGeluNs = 0.7, kSoftmaxNs = 0.9, kLayerNormNs = 0.6, kReluNs = 0.25;

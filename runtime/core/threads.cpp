@@ -188,8 +188,9 @@ constexpr double kWakeWorthUs = 150;
  * caller and the worker took turns on one core while another thread held the other. The
  * scheduler does this under load (it wakes the worker where its waker runs when no core is
  * idle) and keeps it for hundreds of calls at a time. Measured under one busy core of two,
- * bias + GELU 512 x 1024 on two threads, per call (2-vCPU Zen 3): worker on another core
- * 0.23 ms, worker on the caller's core 0.49 ms, one thread 0.42 ms. Such a job backs off
+ * bias + GELU 512 x 1024 on two threads, per call (2-vCPU Zen 3; benchmarks/bench_wakeup.py):
+ * worker on another core 0.23-0.27 ms, on the caller's core 0.48-0.49 ms, one thread
+ * 0.42-0.43 ms (two runs). Such a job backs off
  * like a stall (the window doubles from kBackoffMinUs while it repeats), so a lasting
  * placement costs one such job now and then instead of 17 % on every call. */
 

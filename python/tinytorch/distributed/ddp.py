@@ -29,14 +29,15 @@ bench_distributed.py (3.3 MB in 5 buckets) took 1.12-1.28x as long as raw ``Allr
 buffers NumPy happened to place in huge-page memory. Packing scales by 1/N in the same pass
 (exact for N a power of two), so no pass divides afterwards; the averaged gradients are left
 in ``.grad`` as views of the buffer (PyTorch's ``gradient_as_bucket_view``): a ``.grad`` array
-kept from one step is overwritten by the next synchronised step (copy it to keep it). The hook leaves ``.grad`` the
-engine's own array until ``sync_gradients()``, so a second backward before it (without
-``no_sync``, overlap off) accumulates as usual and its hook packs the sum again. Both modes give
-the same bits. A ``.grad`` replaced after backward is packed again by ``sync_gradients()``; one
-changed in place after backward is not seen (as in PyTorch, whose DDP reduces during backward):
-clip or unscale after ``sync_gradients()``. Frozen parameters are skipped; a missing ``.grad``
-counts as zeros so every rank's buffers match; ``no_sync()`` accumulates locally (hooks do
-nothing inside it), and the next synchronised backward averages the accumulated sums.
+kept from one step is overwritten by the next synchronised step (copy it to keep it). The hook
+leaves ``.grad`` the engine's own array until ``sync_gradients()``, so a second backward before
+it (without ``no_sync``, overlap off) accumulates as usual and its hook packs the sum again.
+Both modes give the same bits. A ``.grad`` replaced after backward is packed again by
+``sync_gradients()``; one changed in place after backward is not seen (as in PyTorch, whose DDP
+reduces during backward): clip or unscale after ``sync_gradients()``. Frozen parameters are
+skipped; a missing ``.grad`` counts as zeros so every rank's buffers match; ``no_sync()``
+accumulates locally (hooks do nothing inside it), and the next synchronised backward averages
+the accumulated sums.
 
 What it assumes: every rank wraps the same model (checked at wrap time) and runs the same
 backward; the collectives are process_group.py's (mpi4py; without it the world is one process
